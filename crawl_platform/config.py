@@ -1,0 +1,123 @@
+"""One typed settings object for the whole platform.
+
+Every knob the engine, the Dagster layer and the CLI read lives here, with the environment
+variable that sets it. Nothing else in the code base calls ``os.getenv``: components take plain
+values in ``__init__`` and a ``from_settings`` classmethod wires them from this object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Scope = Literal["host", "domain", "any"]
+
+
+class Settings(BaseSettings):
+    """Platform settings; each field is read from the environment variable named in its alias."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    # --- Kafka bus -------------------------------------------------------------------------
+    kafka_bootstrap_servers: str = Field(
+        "127.0.0.1:19092",
+        validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "kafka_bootstrap_servers"),
+        description="Kafka bootstrap servers. `crawl-platform up` starts the embedded broker here "
+        "unless KAFKA_BOOTSTRAP_SERVERS is set explicitly.",
+    )
+    kafka_client_config: dict[str, str] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("KAFKA_CLIENT_CONFIG", "kafka_client_config"),
+        description="Extra librdkafka settings as JSON (security.protocol, sasl.*, ssl.*), "
+        "passed to every producer, consumer and admin client.",
+    )
+    kafka_producer_config: dict[str, str] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("KAFKA_PRODUCER_CONFIG", "kafka_producer_config"),
+        description="Extra librdkafka producer settings as JSON. With the embedded Tansu 0.6 broker "
+        'use {"batch.num.messages": "1"} (`up` and the tests do): Tansu reports a wrong high '
+        "watermark for multi-record batches, and the sensors cut batches by watermark.",
+    )
+    seeds_topic: str = Field("crawl.seeds", validation_alias=AliasChoices("CRAWL_SEEDS_TOPIC", "seeds_topic"))
+    frontier_topic: str = Field(
+        "crawl.frontier", validation_alias=AliasChoices("CRAWL_FRONTIER_TOPIC", "frontier_topic")
+    )
+    dead_letter_topic: str = Field(
+        "crawl.dead-letter", validation_alias=AliasChoices("CRAWL_DEAD_LETTER_TOPIC", "dead_letter_topic")
+    )
+    topic_partitions: int = Field(
+        8, ge=1, validation_alias=AliasChoices("CRAWL_TOPIC_PARTITIONS", "topic_partitions")
+    )
+
+    # --- Storage -------------------------------------------------------------------------------
+    duckdb_path: Path = Field(
+        Path("data/crawl.duckdb"), validation_alias=AliasChoices("CRAWL_DUCKDB_PATH", "duckdb_path")
+    )
+    duckdb_lock_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        validation_alias=AliasChoices("CRAWL_DUCKDB_LOCK_TIMEOUT", "duckdb_lock_timeout_s"),
+        description="How long a reader or writer waits for another process to release the file.",
+    )
+    dagster_home: Path = Field(
+        Path("data/dagster_home"), validation_alias=AliasChoices("DAGSTER_HOME", "dagster_home")
+    )
+
+    # --- Batching ------------------------------------------------------------------------------
+    batch_size: int = Field(
+        200, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_SIZE", "batch_size"),
+        description="Most frontier messages one run fetches.",
+    )
+    max_runs_per_tick: int = Field(
+        16, ge=1, validation_alias=AliasChoices("CRAWL_MAX_RUNS_PER_TICK", "max_runs_per_tick")
+    )
+
+    # --- Fetching ------------------------------------------------------------------------------
+    user_agent: str = Field(
+        "crawl-platform/0.1 (+https://github.com/crawl-platform)",
+        validation_alias=AliasChoices("CRAWL_USER_AGENT", "user_agent"),
+    )
+    fetch_concurrency: int = Field(
+        16, ge=1, validation_alias=AliasChoices("CRAWL_FETCH_CONCURRENCY", "fetch_concurrency"),
+        description="Hosts fetched in parallel inside one run (each host by one worker).",
+    )
+    host_delay_ms: int = Field(
+        250, ge=0, validation_alias=AliasChoices("CRAWL_HOST_DELAY_MS", "host_delay_ms"),
+        description="Minimum gap between two requests to the same host.",
+    )
+    connect_timeout_s: float = Field(
+        5.0, gt=0, validation_alias=AliasChoices("CRAWL_CONNECT_TIMEOUT", "connect_timeout_s")
+    )
+    read_timeout_s: float = Field(
+        15.0, gt=0, validation_alias=AliasChoices("CRAWL_READ_TIMEOUT", "read_timeout_s")
+    )
+    max_body_bytes: int = Field(
+        10 * 1024 * 1024, gt=0, validation_alias=AliasChoices("CRAWL_MAX_BODY_BYTES", "max_body_bytes")
+    )
+    max_redirects: int = Field(5, ge=0, validation_alias=AliasChoices("CRAWL_MAX_REDIRECTS", "max_redirects"))
+    obey_robots: bool = Field(True, validation_alias=AliasChoices("CRAWL_OBEY_ROBOTS", "obey_robots"))
+    allow_private_networks: bool = Field(
+        False,
+        validation_alias=AliasChoices("CRAWL_ALLOW_PRIVATE_NETWORKS", "allow_private_networks"),
+        description="Permit fetching loopback/private addresses (the demo site and tests need it).",
+    )
+    parser: Literal["lxml", "bs4"] = Field(
+        "lxml", validation_alias=AliasChoices("CRAWL_PARSER", "parser"),
+        description="Link/text extractor: lxml (fast) or BeautifulSoup.",
+    )
+
+    # --- Crawl defaults (a crawl request may override) -------------------------------------------
+    default_max_pages: int = Field(
+        10_000, ge=1, validation_alias=AliasChoices("CRAWL_DEFAULT_MAX_PAGES", "default_max_pages")
+    )
+    default_max_depth: int = Field(
+        10, ge=0, validation_alias=AliasChoices("CRAWL_DEFAULT_MAX_DEPTH", "default_max_depth")
+    )
+    default_scope: Scope = Field("host", validation_alias=AliasChoices("CRAWL_DEFAULT_SCOPE", "default_scope"))
+
+    def kafka_config(self) -> dict[str, str]:
+        """librdkafka base configuration shared by producers, consumers and admin clients."""
+        return {"bootstrap.servers": self.kafka_bootstrap_servers, **self.kafka_client_config}

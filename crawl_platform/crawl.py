@@ -1,0 +1,177 @@
+"""One crawl batch and one seed intake, end to end, without any orchestrator.
+
+:class:`BatchCrawler` is what a Dagster run executes for a frontier partition: read its offset
+range from Kafka, decode (bad messages go to the dead-letter topic), fetch, parse, land, then
+grow the frontier. :class:`SeedIntake` does the same for the seeds topic. Both can be driven from
+a plain script or a test; the Dagster layer only adds scheduling, config and metadata.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from crawl_platform.bus import KafkaBus, OffsetRange
+from crawl_platform.config import Settings
+from crawl_platform.fetcher import Fetcher, FetchResult
+from crawl_platform.frontier import Frontier, FrontierGrowth
+from crawl_platform.landing import LandedBatch, land_batch
+from crawl_platform.messages import (
+    CrawlRequest,
+    DeadLetter,
+    FrontierURL,
+    MessageDecodeError,
+    decode_crawl_request,
+    decode_frontier_url,
+)
+from crawl_platform.parser import ParsedPage, parse_html
+from crawl_platform.store import CrawlStore
+from crawl_platform.urls import InvalidURLError, canonicalize
+
+
+@dataclass
+class BatchReport:
+    """Figures of one batch, reported as Dagster metadata and by benchmarks."""
+
+    batch_id: str
+    messages: int = 0
+    dead_letters: int = 0
+    skipped: int = 0
+    fetched: int = 0
+    failed: int = 0
+    disallowed: int = 0
+    bytes: int = 0
+    new_versions: int = 0
+    links: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class BatchCrawler:
+    """Fetch-parse-land for one offset range of the frontier topic."""
+
+    def __init__(self, bus: KafkaBus, store: CrawlStore, fetcher: Fetcher, parser: str = "lxml") -> None:
+        self.bus = bus
+        self.store = store
+        self.fetcher = fetcher
+        self.parser = parser
+        self.frontier = Frontier(store, bus)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BatchCrawler:
+        return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
+                   Fetcher.from_settings(settings), settings.parser)
+
+    def fetch_and_land(self, batch_id: str, offsets: OffsetRange, refetch_done: bool = True) -> BatchReport:
+        """Land the batch; with ``refetch_done`` False, URLs the crawl already finished are skipped
+        (a duplicate delivery), otherwise the whole batch is fetched again (a re-materialisation)."""
+        report = BatchReport(batch_id)
+        clock = time.perf_counter()
+        records = self.bus.read_range(self.bus.frontier_topic, offsets)
+        report.messages = len(records)
+        items, letters = [], []
+        for rec in records:
+            try:
+                item = decode_frontier_url(rec.value)
+                items.append(FrontierURL(item.crawl_id, canonicalize(item.url), item.depth))
+            except (MessageDecodeError, InvalidURLError) as err:
+                letters.append(DeadLetter.for_payload(str(err), self.bus.frontier_topic, rec.partition,
+                                                      rec.offset, rec.value or b""))
+        known = self.frontier.known_crawls({i.crawl_id for i in items})
+        for rec_item in [i for i in items if i.crawl_id not in known]:
+            letters.append(DeadLetter.for_payload(f"unknown crawl {rec_item.crawl_id!r}",
+                                                  self.bus.frontier_topic, offsets.partition, -1,
+                                                  rec_item.url.encode()))
+        items = [i for i in items if i.crawl_id in known]
+        if letters:
+            self.bus.dead_letter(letters)
+        report.dead_letters = len(letters)
+        done = set() if refetch_done else self.frontier.done_urls(items)
+        to_fetch = [i.url for i in items if (i.crawl_id, i.url) not in done]
+        report.seconds["read"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        results = self.fetcher.fetch_all(to_fetch)
+        report.seconds["fetch"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        parsed: dict[str, ParsedPage] = {
+            url: parse_html(r.body, r.final_url, r.content_type, self.parser)  # type: ignore[arg-type]
+            for url, r in results.items() if r.is_html
+        }
+        report.seconds["parse"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        landed = land_batch(self.store, batch_id, items, results, parsed)
+        report.seconds["land"] = time.perf_counter() - clock
+        _count(report, items, results, landed)
+        return report
+
+    def expand(self, batch_id: str) -> FrontierGrowth:
+        """Grow the frontier from the batch's links; also re-publishes URLs the broker dropped."""
+        growth = self.frontier.expand(batch_id)
+        self.frontier.republish_stale()
+        return growth
+
+
+def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, FetchResult],
+           landed: LandedBatch) -> None:
+    report.skipped = sum(1 for i in items if i.url not in results)
+    for r in results.values():
+        report.bytes += len(r.body)
+        if r.disallowed:
+            report.disallowed += 1
+        elif r.status is None or r.status >= 400:
+            report.failed += 1
+        else:
+            report.fetched += 1
+    report.new_versions = landed.new_versions
+    report.links = landed.links
+
+
+@dataclass
+class IntakeReport:
+    crawls: list[str] = field(default_factory=list)
+    dead_letters: int = 0
+    admitted: int = 0
+    published: int = 0
+
+
+class SeedIntake:
+    """Registers the crawl requests of one offset range of the seeds topic."""
+
+    def __init__(self, bus: KafkaBus, store: CrawlStore) -> None:
+        self.bus = bus
+        self.frontier = Frontier(store, bus)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SeedIntake:
+        return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings))
+
+    def register(self, offsets: OffsetRange) -> IntakeReport:
+        report = IntakeReport()
+        letters = []
+        for rec in self.bus.read_range(self.bus.seeds_topic, offsets):
+            try:
+                request = decode_crawl_request(rec.value)
+                growth = self.frontier.register(request)
+            except (MessageDecodeError, InvalidURLError) as err:
+                letters.append(DeadLetter.for_payload(str(err), self.bus.seeds_topic, rec.partition,
+                                                      rec.offset, rec.value or b""))
+                continue
+            report.crawls.append(request.crawl_id)
+            report.admitted += growth.admitted
+            report.published += growth.published
+        if letters:
+            self.bus.dead_letter(letters)
+        report.dead_letters = len(letters)
+        return report
+
+
+def submit_crawl(bus: KafkaBus, request: CrawlRequest) -> None:
+    """Put a validated crawl request on the seeds topic (raises BusError if the broker refuses)."""
+    from crawl_platform.bus import BusError  # noqa: PLC0415
+    from crawl_platform.messages import encode  # noqa: PLC0415
+
+    bus.ensure_topics()
+    if not all(bus.publish(bus.seeds_topic, [(request.crawl_id.encode(), encode(request))])):
+        raise BusError(f"the broker did not confirm crawl {request.crawl_id}")

@@ -1,0 +1,138 @@
+"""Message types carried on the Kafka bus and their JSON codecs.
+
+Kept apart from the transport (:mod:`crawl_platform.bus`): the bus moves bytes, this module
+turns them into typed messages and back. Every message has an explicit ``type`` and ``v``
+(schema version); a payload that does not decode raises :class:`MessageDecodeError` with a
+one-line reason, which the caller routes to the dead-letter topic.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from crawl_platform.config import Scope
+
+_SCOPES = ("host", "domain", "any")
+
+
+class MessageDecodeError(ValueError):
+    """A payload that is not a valid message of the expected type; ``str(err)`` is the reason."""
+
+
+@dataclass(frozen=True)
+class CrawlRequest:
+    """A crawl submitted by a user: seeds plus limits (seeds topic)."""
+
+    crawl_id: str
+    seeds: tuple[str, ...]
+    max_pages: int
+    max_depth: int
+    scope: Scope
+    submitted_at: float
+    TYPE = "crawl_request"
+    VERSION = 1
+
+
+@dataclass(frozen=True)
+class FrontierURL:
+    """One URL to fetch for a crawl (frontier topic, keyed by host)."""
+
+    crawl_id: str
+    url: str
+    depth: int
+    TYPE = "frontier_url"
+    VERSION = 1
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message that could not be processed, with where it came from and why."""
+
+    reason: str
+    source_topic: str
+    partition: int
+    offset: int
+    payload_b64: str
+    TYPE = "dead_letter"
+    VERSION = 1
+
+    @classmethod
+    def for_payload(cls, reason: str, topic: str, partition: int, offset: int, payload: bytes) -> DeadLetter:
+        return cls(reason, topic, partition, offset, base64.b64encode(payload).decode("ascii"))
+
+
+Message = CrawlRequest | FrontierURL | DeadLetter
+
+
+def encode(message: Message) -> bytes:
+    """Serialise a message to UTF-8 JSON with its ``type`` and ``v`` fields."""
+    body = asdict(message)
+    body["type"], body["v"] = message.TYPE, message.VERSION
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _load(payload: bytes | None, expected_type: str, expected_version: int) -> dict[str, Any]:
+    if payload is None:
+        raise MessageDecodeError("empty payload")
+    try:
+        body = json.loads(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise MessageDecodeError(f"not JSON: {err}") from None
+    if not isinstance(body, dict):
+        raise MessageDecodeError("not a JSON object")
+    if body.get("type") != expected_type:
+        raise MessageDecodeError(f"type is {body.get('type')!r}, expected {expected_type!r}")
+    if body.get("v") != expected_version:
+        raise MessageDecodeError(f"unsupported version {body.get('v')!r} of {expected_type}")
+    return body
+
+
+def _field(body: dict[str, Any], name: str, kind: type) -> Any:
+    value = body.get(name)
+    # bool is an int subclass; a JSON true must not pass as a page limit.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise MessageDecodeError(f"field {name!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def decode_crawl_request(payload: bytes | None) -> CrawlRequest:
+    body = _load(payload, CrawlRequest.TYPE, CrawlRequest.VERSION)
+    seeds = _field(body, "seeds", list)
+    if not seeds or not all(isinstance(s, str) for s in seeds):
+        raise MessageDecodeError("field 'seeds' must be a non-empty list of strings")
+    scope = _field(body, "scope", str)
+    if scope not in _SCOPES:
+        raise MessageDecodeError(f"field 'scope' must be one of {_SCOPES}, got {scope!r}")
+    submitted = body.get("submitted_at")
+    if not isinstance(submitted, int | float) or isinstance(submitted, bool):
+        raise MessageDecodeError(f"field 'submitted_at' must be a number, got {submitted!r}")
+    return CrawlRequest(
+        crawl_id=_field(body, "crawl_id", str),
+        seeds=tuple(seeds),
+        max_pages=_field(body, "max_pages", int),
+        max_depth=_field(body, "max_depth", int),
+        scope=scope,
+        submitted_at=float(submitted),
+    )
+
+
+def decode_frontier_url(payload: bytes | None) -> FrontierURL:
+    body = _load(payload, FrontierURL.TYPE, FrontierURL.VERSION)
+    depth = _field(body, "depth", int)
+    if depth < 0:
+        raise MessageDecodeError(f"field 'depth' must be >= 0, got {depth}")
+    return FrontierURL(crawl_id=_field(body, "crawl_id", str), url=_field(body, "url", str), depth=depth)
+
+
+def decode_dead_letter(payload: bytes | None) -> DeadLetter:
+    body = _load(payload, DeadLetter.TYPE, DeadLetter.VERSION)
+    return DeadLetter(
+        reason=_field(body, "reason", str),
+        source_topic=_field(body, "source_topic", str),
+        partition=_field(body, "partition", int),
+        offset=_field(body, "offset", int),
+        payload_b64=_field(body, "payload_b64", str),
+    )
