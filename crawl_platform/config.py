@@ -7,6 +7,7 @@ values in ``__init__`` and a ``from_settings`` classmethod wires them from this 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -74,6 +75,10 @@ class Settings(BaseSettings):
     max_runs_per_tick: int = Field(
         16, ge=1, validation_alias=AliasChoices("CRAWL_MAX_RUNS_PER_TICK", "max_runs_per_tick")
     )
+    max_queued_runs: int = Field(
+        32, ge=1, validation_alias=AliasChoices("CRAWL_MAX_QUEUED_RUNS", "max_queued_runs"),
+        description="The frontier sensor adds no batch runs while this many are waiting to start.",
+    )
 
     # --- Fetching ------------------------------------------------------------------------------
     user_agent: str = Field(
@@ -117,6 +122,16 @@ class Settings(BaseSettings):
         10, ge=0, validation_alias=AliasChoices("CRAWL_DEFAULT_MAX_DEPTH", "default_max_depth")
     )
     default_scope: Scope = Field("host", validation_alias=AliasChoices("CRAWL_DEFAULT_SCOPE", "default_scope"))
+
+    def to_env(self) -> dict[str, str]:
+        """Every setting as the environment variable that sets it (hands settings to child processes)."""
+        env = {}
+        for name, info in type(self).model_fields.items():
+            alias = info.validation_alias
+            var = alias.choices[0] if isinstance(alias, AliasChoices) else name.upper()
+            value = getattr(self, name)
+            env[str(var)] = json.dumps(value) if isinstance(value, dict) else str(value)
+        return env
 
     def kafka_config(self) -> dict[str, str]:
         """librdkafka base configuration shared by producers, consumers and admin clients."""

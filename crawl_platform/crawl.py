@@ -165,13 +165,3 @@ class SeedIntake:
             self.bus.dead_letter(letters)
         report.dead_letters = len(letters)
         return report
-
-
-def submit_crawl(bus: KafkaBus, request: CrawlRequest) -> None:
-    """Put a validated crawl request on the seeds topic (raises BusError if the broker refuses)."""
-    from crawl_platform.bus import BusError  # noqa: PLC0415
-    from crawl_platform.messages import encode  # noqa: PLC0415
-
-    bus.ensure_topics()
-    if not all(bus.publish(bus.seeds_topic, [(request.crawl_id.encode(), encode(request))])):
-        raise BusError(f"the broker did not confirm crawl {request.crawl_id}")

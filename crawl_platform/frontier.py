@@ -19,7 +19,7 @@ import pyarrow as pa
 from crawl_platform.bus import KafkaBus
 from crawl_platform.messages import CrawlRequest, FrontierURL
 from crawl_platform.store import CrawlStore
-from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize, host_of
+from crawl_platform.urls import CrawlScope, canonicalize, host_of
 
 PENDING_STATES = ("discovered", "queued")
 STALE_DISCOVERED_S = 30
@@ -221,10 +221,3 @@ class Frontier:
                     [_now()],
                 )
         return FrontierGrowth(discovered, len(urls), len(confirmed), len(urls) - len(confirmed))
-
-
-def validate_seeds(seeds: list[str]) -> list[str]:
-    """Canonical seeds, or :class:`InvalidURLError` naming the first bad one (nothing is enqueued)."""
-    if not seeds:
-        raise InvalidURLError("no seed URL given")
-    return [canonicalize(s) for s in seeds]

@@ -1,0 +1,138 @@
+"""The ``crawl-platform`` command line: ``up``, ``crawl`` and ``status``.
+
+A contract other tools rely on: user mistakes print one line to stderr and exit 2, an
+unreachable broker or busy store prints one line and exits 1, never a traceback. ``up`` lives
+in :mod:`crawl_platform.stack`; this module parses arguments and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from crawl_platform.broker import BrokerStartError
+from crawl_platform.bus import BusError, KafkaBus
+from crawl_platform.config import Settings
+from crawl_platform.frontier import CrawlStatus, Frontier
+from crawl_platform.store import CrawlStore, StoreBusyError
+from crawl_platform.submission import SCOPES, build_crawl_request, submit_crawl
+
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 1
+
+
+def _parser(settings: Settings) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="crawl-platform",
+        description="Distributed web crawler on Kafka, Dagster and DuckDB. Settings come from "
+        "environment variables (see README).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="run the embedded stack (broker, Dagster webserver+daemon, demo site)")
+    up.add_argument("--no-demo", action="store_true", help="do not serve and crawl the bundled demo site")
+    up.add_argument("--port", type=int, default=3000, help="Dagster webserver port on 127.0.0.1 (3000)")
+    up.add_argument("--demo-pages", type=int, default=300, help="pages of the demo site (300)")
+
+    crawl = sub.add_parser("crawl", help="submit a crawl to the seeds topic")
+    crawl.add_argument("urls", nargs="+", metavar="URL", help="seed URLs (http/https)")
+    crawl.add_argument("--crawl-id", help="id of the crawl (default: <host>-<time>-<random>)")
+    crawl.add_argument("--max-pages", type=int, default=settings.default_max_pages,
+                       help=f"most URLs the crawl admits ({settings.default_max_pages})")
+    crawl.add_argument("--max-depth", type=int, default=settings.default_max_depth,
+                       help=f"most link hops from a seed ({settings.default_max_depth})")
+    crawl.add_argument("--scope", choices=SCOPES, default=settings.default_scope,
+                       help=f"which links to follow ({settings.default_scope})")
+    crawl.add_argument("--wait", action="store_true", help="block until the crawl has no pending URLs")
+    crawl.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N seconds (0: never)")
+
+    status = sub.add_parser("status", help="pending, fetched, failed and pages/s per crawl")
+    status.add_argument("--crawl-id", help="only this crawl")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    err = Console(stderr=True, highlight=False)
+    try:
+        settings = Settings()
+    except ValueError as exc:
+        err.print(f"crawl-platform: invalid setting: {exc}".splitlines()[0])
+        return EXIT_USAGE
+    args = _parser(settings).parse_args(argv)
+    try:
+        if args.command == "up":
+            from crawl_platform.stack import run_stack  # noqa: PLC0415 - only `up` needs it
+
+            return run_stack(settings, args.port, demo_pages=0 if args.no_demo else args.demo_pages)
+        if args.command == "crawl":
+            return _crawl(settings, args, err)
+        return _status(settings, args.crawl_id)
+    except (BusError, StoreBusyError, BrokerStartError) as exc:
+        err.print(f"crawl-platform: {exc}")
+        return EXIT_UNAVAILABLE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _crawl(settings: Settings, args: argparse.Namespace, err: Console) -> int:
+    try:
+        request = build_crawl_request(args.urls, args.crawl_id, args.max_pages, args.max_depth, args.scope)
+    except ValueError as exc:
+        err.print(f"crawl-platform: bad seed: {exc}")
+        return EXIT_USAGE
+    submit_crawl(KafkaBus.from_settings(settings), request)
+    print(f"submitted crawl {request.crawl_id} ({len(request.seeds)} seeds)")
+    if not args.wait:
+        return 0
+    return wait_for_crawl(Frontier(CrawlStore.from_settings(settings), KafkaBus.from_settings(settings)),
+                          request.crawl_id, args.timeout)
+
+
+def wait_for_crawl(frontier: Frontier, crawl_id: str, timeout_s: float = 0, poll_s: float = 1.0) -> int:
+    """Print progress until the crawl has no pending URL; 0 when done, 1 on timeout."""
+    started = time.monotonic()
+    last_line = ""
+    while True:
+        found = frontier.status(crawl_id)
+        if found and found[0].pending == 0:
+            print(_line(found[0]), flush=True)
+            return 0
+        line = _line(found[0]) if found else f"crawl {crawl_id}: waiting for the seeds sensor to register it"
+        if line != last_line:
+            print(line, flush=True)
+            last_line = line
+        if timeout_s and time.monotonic() - started > timeout_s:
+            print(f"crawl {crawl_id}: still pending after {timeout_s:.0f}s", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+        time.sleep(poll_s)
+
+
+def _line(s: CrawlStatus) -> str:
+    state = "done" if s.pending == 0 else "running"
+    return (f"crawl {s.crawl_id}: {state}, pending {s.pending}, fetched {s.fetched}, failed {s.failed}, "
+            f"disallowed {s.disallowed}, {s.pages_per_second:.1f} pages/s")
+
+
+def _status(settings: Settings, crawl_id: str | None) -> int:
+    store = CrawlStore.from_settings(settings)
+    if not store.path.exists():
+        print(f"no crawls yet ({store.path} does not exist)")
+        return 0
+    rows = Frontier(store, KafkaBus.from_settings(settings)).status(crawl_id)
+    if not rows:
+        print(f"no crawl {crawl_id!r}" if crawl_id else "no crawls yet")
+        return EXIT_USAGE if crawl_id else 0
+    table = Table("crawl", "pending", "fetched", "failed", "disallowed", "pages/s", "registered")
+    for s in rows:
+        table.add_row(s.crawl_id, str(s.pending), str(s.fetched), str(s.failed), str(s.disallowed),
+                      f"{s.pages_per_second:.1f}", s.registered_at.strftime("%Y-%m-%d %H:%M:%S"))
+    Console(width=140).print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

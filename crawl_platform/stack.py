@@ -1,0 +1,196 @@
+"""The embedded stack behind ``crawl-platform up``: broker, Dagster daemon and webserver, demo site.
+
+Starts each process in its own process group with one environment (absolute paths, the broker
+address), writes a ``dagster.yaml`` into ``DAGSTER_HOME`` when there is none, and on Ctrl-C or
+SIGTERM stops everything it started. The end-to-end tests use :class:`DagsterProcesses` and
+:func:`write_instance_yaml` from here too, so they run the platform the way a user does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from crawl_platform.broker import EmbeddedBroker, port_open
+from crawl_platform.config import Settings
+
+# Tansu 0.6 reports a wrong high watermark for multi-record batches (see config.py).
+EMBEDDED_PRODUCER_CONFIG = {"batch.num.messages": "1"}
+
+
+def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurrent_runs: int = 4) -> Path:
+    """Write ``dagster.yaml`` (queued runs, one run per frontier partition at a time)."""
+    home.mkdir(parents=True, exist_ok=True)
+    storage = (f"storage:\n  postgres:\n    postgres_url: \"{postgres_url}\"\n" if postgres_url else "")
+    path = home / "dagster.yaml"
+    path.write_text(
+        f"""# Written by crawl-platform; edit freely, it is not overwritten.
+{storage}run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    max_concurrent_runs: {max_concurrent_runs}
+    dequeue_interval_seconds: 1
+    tag_concurrency_limits:
+      # One run per Kafka frontier partition at a time: a host's URLs live in one partition,
+      # so this holds per-host politeness across concurrent runs.
+      - key: crawl/frontier_partition
+        value:
+          applyLimitPerUniqueValue: true
+        limit: 1
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 5
+  max_resume_run_attempts: 0
+run_retries:
+  enabled: true
+  max_retries: 2
+sensors:
+  use_threads: true
+  num_workers: 4
+telemetry:
+  enabled: false
+"""
+    )
+    return path
+
+
+class DagsterProcesses:
+    """``dagster-daemon`` and (optionally) ``dagster-webserver`` on this project's definitions."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path, webserver_port: int | None = 3000,
+                 workspace: Path | None = None) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.webserver_port = webserver_port
+        self.workspace = workspace
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _target(self) -> list[str]:
+        if self.workspace is not None and self.workspace.exists():
+            return ["-w", str(self.workspace)]
+        return ["-m", "definitions"]
+
+    def start(self) -> DagsterProcesses:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        bin_dir = Path(sys.executable).parent
+        self._spawn("daemon", [str(bin_dir / "dagster-daemon"), "run", *self._target()])
+        if self.webserver_port:
+            self._spawn("webserver", [str(bin_dir / "dagster-webserver"), "-h", "127.0.0.1",
+                                      "-p", str(self.webserver_port), *self._target()])
+        return self
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
+        self.processes[name] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
+
+    def wait_webserver(self, timeout_s: float = 90.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.webserver_port and port_open("127.0.0.1", self.webserver_port):
+                return True
+            if any(p.poll() is not None for p in self.processes.values()):
+                return False
+            time.sleep(0.5)
+        return False
+
+    def dead(self) -> list[str]:
+        return [name for name, p in self.processes.items() if p.poll() is not None]
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.processes.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.processes.clear()
+
+
+def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> Settings:
+    """Settings every child shares: absolute paths, so runs see the same files whatever their cwd."""
+    update: dict[str, object] = {
+        "dagster_home": settings.dagster_home.resolve(),
+        "duckdb_path": settings.duckdb_path.resolve(),
+    }
+    if embedded and "kafka_producer_config" not in settings.model_fields_set:
+        update["kafka_producer_config"] = EMBEDDED_PRODUCER_CONFIG
+    if allow_private and "allow_private_networks" not in settings.model_fields_set:
+        update["allow_private_networks"] = True
+    return settings.model_copy(update=update)
+
+
+def run_stack(settings: Settings, port: int, demo_pages: int) -> int:
+    """Run everything in the foreground until Ctrl-C; returns the exit code."""
+    from crawl_platform.demo_site import DemoSite  # noqa: PLC0415
+    from crawl_platform.submission import build_crawl_request, submit_crawl  # noqa: PLC0415
+
+    if port_open("127.0.0.1", port):
+        print(f"crawl-platform: port {port} is in use (another Dagster webserver?); use --port", file=sys.stderr)
+        return 1
+    home = settings.dagster_home.resolve()
+    if not (home / "dagster.yaml").exists():
+        write_instance_yaml(home)
+    logs = home / "crawl-platform-logs"  # Dagster itself owns DAGSTER_HOME/logs
+    embedded = "kafka_bootstrap_servers" not in settings.model_fields_set
+    broker = None
+    if embedded:
+        host, _, broker_port = settings.kafka_bootstrap_servers.rpartition(":")
+        broker = EmbeddedBroker(host, int(broker_port), log_path=logs / "broker.log")
+        logs.mkdir(parents=True, exist_ok=True)
+        broker.start()
+        print(f"embedded Kafka-wire broker (Tansu) on {broker.bootstrap_servers}, data in memory")
+    child_settings = stack_settings(settings, embedded, allow_private=demo_pages > 0)
+    env = {**os.environ, **child_settings.to_env()}
+    workspace = Path.cwd() / "workspace.yaml"
+    dagster = DagsterProcesses(env, logs, port, workspace if workspace.exists() else None).start()
+    site = None
+    stopping = False
+
+    def stop(_sig: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        print(f"starting Dagster (DAGSTER_HOME={home}, logs in {logs}) ...", flush=True)
+        if not dagster.wait_webserver():
+            print(f"crawl-platform: Dagster did not start; see {logs}", file=sys.stderr)
+            return 1
+        print(f"Dagster UI: http://127.0.0.1:{port}   DuckDB: {child_settings.duckdb_path}", flush=True)
+        if demo_pages:
+            site = DemoSite(n_pages=demo_pages).serve()
+            request = build_crawl_request([site.base_url + "/"], crawl_id=f"demo-{int(time.time())}",
+                                          max_pages=demo_pages * 2, max_depth=20)
+            from crawl_platform.bus import KafkaBus  # noqa: PLC0415
+
+            submit_crawl(KafkaBus.from_settings(child_settings), request)
+            print(f"demo site on {site.base_url}; submitted crawl {request.crawl_id}", flush=True)
+        print("crawl your own sites with `crawl-platform crawl URL`; Ctrl-C stops everything", flush=True)
+        while not stopping:
+            dead = dagster.dead()
+            if dead:
+                print(f"crawl-platform: {', '.join(dead)} exited; see {logs}", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        print("stopping ...", flush=True)
+        dagster.stop()
+        if site is not None:
+            site.close()
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(home / "storage" / "tmp", ignore_errors=True)

@@ -1,0 +1,50 @@
+"""Turning what a user typed into a validated crawl request on the seeds topic.
+
+Shared by the CLI (``crawl-platform crawl``) and the Dagster Launchpad job, so both reject the
+same bad input with the same one-line message and nothing is enqueued when any seed is bad.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+from crawl_platform.bus import BusError, KafkaBus
+from crawl_platform.messages import CrawlRequest, encode
+from crawl_platform.urls import InvalidURLError, canonicalize, host_of
+
+_CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
+SCOPES = ("host", "domain", "any")
+
+
+def new_crawl_id(first_seed: str) -> str:
+    """A readable, unique id: ``<host>-<UTC time>-<4 hex>``."""
+    host = host_of(first_seed).replace(":", "_")
+    return f"{host}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:4]}"
+
+
+def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages: int = 10_000,
+                        max_depth: int = 10, scope: str = "host") -> CrawlRequest:
+    """Validate everything; raises :class:`InvalidURLError` or ValueError with a one-line reason."""
+    if not seeds:
+        raise InvalidURLError("give at least one seed URL")
+    canonical = [canonicalize(s) for s in seeds]
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+    if max_pages < 1:
+        raise ValueError(f"max-pages must be at least 1, not {max_pages}")
+    if max_depth < 0:
+        raise ValueError(f"max-depth must be 0 or more, not {max_depth}")
+    crawl_id = crawl_id or new_crawl_id(canonical[0])
+    if not _CRAWL_ID.match(crawl_id):
+        raise ValueError(f"crawl id {crawl_id!r} must be 1-128 letters, digits or ._@:- (no spaces)")
+    return CrawlRequest(crawl_id, tuple(dict.fromkeys(canonical)), max_pages, max_depth,
+                        scope, time.time())  # type: ignore[arg-type]
+
+
+def submit_crawl(bus: KafkaBus, request: CrawlRequest) -> None:
+    """Put a validated crawl request on the seeds topic (raises BusError if the broker refuses)."""
+    bus.ensure_topics()
+    if not all(bus.publish(bus.seeds_topic, [(request.crawl_id.encode(), encode(request))])):
+        raise BusError(f"the broker did not confirm crawl {request.crawl_id}")

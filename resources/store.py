@@ -1,0 +1,27 @@
+"""Dagster resource for reading the DuckDB crawl store (asset checks, schedules, sensors).
+
+Opens the file briefly and read-only through :class:`crawl_platform.store.CrawlStore`, which
+waits while a writer in another process holds it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from dagster import ConfigurableResource
+
+from crawl_platform.config import Settings
+from crawl_platform.store import CrawlStore
+
+
+class CrawlStoreResource(ConfigurableResource):  # type: ignore[misc]
+    """Read access to the DuckDB store for checks and schedules (short, retried connections)."""
+
+    duckdb_path: str | None = None
+
+    def store(self) -> CrawlStore:
+        settings = Settings(duckdb_path=self.duckdb_path) if self.duckdb_path else Settings()
+        return CrawlStore.from_settings(settings)
+
+    def read_frame(self, sql: str, params: list[object] | None = None) -> pd.DataFrame:
+        with self.store().read() as con:
+            return con.execute(sql, params or []).df()

@@ -1,0 +1,109 @@
+"""Sensors that turn new offsets on the Kafka seeds and frontier topics into runs.
+
+Each tick reads only watermarks (no messages), plans offset-range batches with
+:func:`crawl_platform.batching.plan_batches` and keeps per-partition offsets in its cursor, so a
+tick takes milliseconds whatever the backlog. The frontier sensor stops adding runs while the run
+queue is full, and when the broker lost its log it recreates the topics and asks for every
+pending URL to be published again.
+"""
+
+from dagster import (
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRequest,
+    RunsFilter,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from assets.crawl_batch import frontier_batches
+from assets.jobs import crawl_batch_job, crawl_intake_job
+from crawl_platform.batching import batch_key, decode_cursor, encode_cursor, plan_batches
+from crawl_platform.bus import BusError, KafkaBus
+from resources.crawl import CrawlSettingsResource
+
+_WAITING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]
+
+
+def _watermarks(bus: KafkaBus, topic: str) -> dict[int, tuple[int, int]]:
+    try:
+        return bus.watermarks(topic)
+    except BusError:
+        # A fresh (or restarted, memory-only) broker has no topics yet.
+        bus.ensure_topics()
+        return bus.watermarks(topic)
+
+
+@sensor(
+    jobs=[crawl_batch_job, crawl_intake_job],
+    minimum_interval_seconds=2,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Cuts the frontier topic into batches of at most CRAWL_BATCH_SIZE URLs, one run each.",
+)
+def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
+    settings = crawl.settings()
+    bus = KafkaBus.from_settings(settings)
+    try:
+        watermarks = _watermarks(bus, settings.frontier_topic)
+    except BusError as err:
+        return SkipReason(f"Kafka unavailable: {err}")
+    cursor, epoch = decode_cursor(context.cursor)
+    waiting = context.instance.get_runs_count(RunsFilter(job_name=crawl_batch_job.name, statuses=_WAITING))
+    room = max(0, settings.max_queued_runs - waiting)
+    plan = plan_batches(watermarks, cursor, settings.batch_size, min(room, settings.max_runs_per_tick))
+    requests: list[RunRequest] = []
+    if plan.lost_partitions:
+        epoch += 1
+        context.log.warning(f"frontier partitions {plan.lost_partitions} lost their log: re-publishing pending URLs")
+        requests.append(RunRequest(
+            run_key=f"requeue-e{epoch}", job_name=crawl_intake_job.name,
+            run_config={"ops": {"crawls": {"config": {"requeue_pending": True}}}},
+        ))
+    keys = [batch_key(epoch, r) for r in plan.ranges]
+    requests += [
+        RunRequest(
+            run_key=key, partition_key=key, job_name=crawl_batch_job.name,
+            run_config={"ops": {"crawl_batch": {"config": {"refetch_done": False}}}},
+            tags={"crawl/frontier_partition": str(r.partition)},
+        )
+        for key, r in zip(keys, plan.ranges, strict=True)
+    ]
+    if not requests:
+        reason = f"run queue full ({waiting} waiting)" if plan.backlog else "no new frontier messages"
+        return SensorResult(skip_reason=reason, cursor=encode_cursor(plan.cursor, epoch))
+    return SensorResult(
+        run_requests=requests,
+        cursor=encode_cursor(plan.cursor, epoch),
+        dynamic_partitions_requests=[frontier_batches.build_add_request(keys)] if keys else [],
+    )
+
+
+@sensor(
+    job=crawl_intake_job,
+    minimum_interval_seconds=2,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Registers crawls submitted to the seeds topic.",
+)
+def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
+    settings = crawl.settings()
+    bus = KafkaBus.from_settings(settings)
+    try:
+        watermarks = _watermarks(bus, settings.seeds_topic)
+    except BusError as err:
+        return SkipReason(f"Kafka unavailable: {err}")
+    cursor, epoch = decode_cursor(context.cursor)
+    plan = plan_batches(watermarks, cursor, batch_size=10_000, max_batches=len(watermarks))
+    if plan.lost_partitions:
+        epoch += 1
+    if not plan.ranges:
+        return SensorResult(skip_reason="no new crawl requests", cursor=encode_cursor(plan.cursor, epoch))
+    keys = [r.key for r in plan.ranges]
+    return SensorResult(
+        run_requests=[RunRequest(
+            run_key=f"seeds-e{epoch}-" + "+".join(keys),
+            run_config={"ops": {"crawls": {"config": {"seed_ranges": keys}}}},
+        )],
+        cursor=encode_cursor(plan.cursor, epoch),
+    )

@@ -1,0 +1,94 @@
+"""Shared fixtures: a real Kafka-wire broker, DuckDB files, demo sites on loopback, PostgreSQL.
+
+Each test gets its own topics (unique names on the session's broker) and its own DuckDB file,
+so tests never see each other's messages or rows.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crawl_platform.broker import EmbeddedBroker
+from crawl_platform.bus import KafkaBus
+from crawl_platform.config import Settings
+from crawl_platform.demo_site import DemoSite, SiteServer
+from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG
+from crawl_platform.store import CrawlStore
+
+POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(port=0, log_path=tmp_path_factory.mktemp("broker") / "tansu.log") as running:
+        yield running
+
+
+@pytest.fixture
+def settings(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
+    """Settings for one test: own topics, own DuckDB file, no politeness delay, loopback allowed."""
+    tag = uuid.uuid4().hex[:8]
+    return Settings(
+        kafka_bootstrap_servers=broker.bootstrap_servers,
+        kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+        seeds_topic=f"seeds-{tag}",
+        frontier_topic=f"frontier-{tag}",
+        dead_letter_topic=f"dead-{tag}",
+        topic_partitions=4,
+        duckdb_path=tmp_path / "crawl.duckdb",
+        dagster_home=tmp_path / "dagster_home",
+        host_delay_ms=0,
+        allow_private_networks=True,
+        batch_size=50,
+    )
+
+
+@pytest.fixture
+def crawl_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Export ``settings`` to the environment, as the Dagster resources read it at run time."""
+    for name, value in settings.to_env().items():
+        monkeypatch.setenv(name, value)
+    return settings
+
+
+@pytest.fixture
+def bus(settings: Settings) -> Iterator[KafkaBus]:
+    kafka = KafkaBus.from_settings(settings)
+    kafka.ensure_topics()
+    yield kafka
+    kafka.close()
+
+
+@pytest.fixture
+def store(settings: Settings) -> CrawlStore:
+    crawl_store = CrawlStore.from_settings(settings)
+    crawl_store.ensure_schema()
+    return crawl_store
+
+
+@pytest.fixture
+def site() -> Iterator[SiteServer]:
+    with DemoSite(n_pages=120, seed=7).serve() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database on the machine's server, dropped afterwards."""
+    psycopg2 = pytest.importorskip("psycopg2")
+    name = f"crawl_test_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(POSTGRES_ADMIN_URL)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()

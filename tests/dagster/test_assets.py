@@ -1,0 +1,85 @@
+"""Assets materialised through Dagster against a real broker, DuckDB file and demo site."""
+
+import pytest
+from dagster import DagsterInstance, materialize
+
+from assets.checks import quality_checks
+from assets.crawl_batch import crawl_batch, frontier
+from assets.intake import crawls, submit_crawl_job
+from crawl_platform.batching import batch_key, plan_batches
+from crawl_platform.messages import decode_crawl_request
+from crawl_platform.submission import build_crawl_request, submit_crawl
+from resources.crawl import CrawlSettingsResource
+from resources.store import CrawlStoreResource
+
+RESOURCES = {"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource()}
+
+
+@pytest.fixture
+def instance():
+    with DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+def _ranges(bus, topic):
+    return plan_batches(bus.watermarks(topic), {}, batch_size=1000, max_batches=100).ranges
+
+
+def _materialize_batch(instance, key, **kwargs):
+    instance.add_dynamic_partitions("frontier_batches", [key])
+    return materialize([crawl_batch, frontier, *quality_checks], partition_key=key, instance=instance,
+                       resources=RESOURCES, **kwargs)
+
+
+def test_seed_intake_then_one_batch_lands_pages_with_metadata_and_checks(crawl_env, bus, store, site, instance):
+    submit_crawl(bus, build_crawl_request([site.base_url + "/"], crawl_id="c1", max_depth=1))
+    seed_keys = [r.key for r in _ranges(bus, crawl_env.seeds_topic)]
+    intake = materialize([crawls], instance=instance, resources=RESOURCES,
+                         run_config={"ops": {"crawls": {"config": {"seed_ranges": seed_keys}}}})
+    assert intake.success
+    meta = intake.asset_materializations_for_node("crawls")[0].metadata
+    assert meta["crawls_registered"].value == 1 and meta["seeds_admitted"].value == 1
+
+    (seed_range,) = _ranges(bus, crawl_env.frontier_topic)
+    key = batch_key(0, seed_range)
+    result = _materialize_batch(instance, key)
+    assert result.success
+    pages_meta = next(m for m in result.get_asset_materialization_events()
+                      if m.asset_key.to_user_string() == "pages").materialization.metadata
+    assert pages_meta["pages_fetched"].value == 1 and pages_meta["new_versions"].value == 1
+    frontier_meta = result.asset_materializations_for_node("frontier")[0].metadata
+    home_links = {u for u in site.site.expected_urls_within_depth(site.base_url, 1) if u != site.base_url + "/"}
+    assert frontier_meta["new_urls"].value == len(home_links)
+    checks = result.get_asset_check_evaluations()
+    assert {c.check_name for c in checks} == {"pages_quality", "documents_quality"}
+    assert all(c.passed for c in checks)
+    assert store.query("SELECT url, version, batch_id FROM pages") == [(site.base_url + "/", 1, key)]
+
+    # Re-materialising the partition refetches exactly that batch and adds no rows.
+    requests_before = site.request_count("/")
+    counts = store.query("SELECT (SELECT count(*) FROM pages), (SELECT count(*) FROM documents), "
+                         "(SELECT count(*) FROM links), (SELECT count(*) FROM frontier)")
+    assert _materialize_batch(instance, key).success
+    assert site.request_count("/") == requests_before + 1
+    assert store.query("SELECT (SELECT count(*) FROM pages), (SELECT count(*) FROM documents), "
+                       "(SELECT count(*) FROM links), (SELECT count(*) FROM frontier)") == counts
+
+
+def test_launchpad_job_submits_a_validated_crawl(crawl_env, bus):
+    config = {"ops": {"submit_crawl_request": {"config": {
+        "seeds": ["http://127.0.0.1:9/start"], "crawl_id": "from-launchpad", "max_pages": 7, "max_depth": 2}}}}
+    assert submit_crawl_job.execute_in_process(run_config=config, resources=RESOURCES).success
+    (r,) = _ranges(bus, crawl_env.seeds_topic)
+    (record,) = bus.read_range(crawl_env.seeds_topic, r)
+    request = decode_crawl_request(record.value)
+    assert (request.crawl_id, request.seeds, request.max_pages, request.max_depth) == (
+        "from-launchpad", ("http://127.0.0.1:9/start",), 7, 2)
+
+
+def test_launchpad_job_rejects_a_bad_seed_and_enqueues_nothing(crawl_env, bus):
+    config = {"ops": {"submit_crawl_request": {"config": {"seeds": ["ftp://nope"]}}}}
+    result = submit_crawl_job.execute_in_process(run_config=config, resources=RESOURCES, raise_on_error=False)
+    assert not result.success
+    failure = result.get_step_failure_events()[0].step_failure_data.error
+    assert "only http and https" in failure.message
+    assert all(hi == 0 for _lo, hi in bus.watermarks(crawl_env.seeds_topic).values())

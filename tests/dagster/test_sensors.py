@@ -1,0 +1,82 @@
+"""Sensors against a real broker: batches cut from watermarks, cursors, run keys, backpressure."""
+
+import json
+
+import pytest
+from dagster import DagsterInstance, SensorResult, build_sensor_context
+
+from crawl_platform.batching import batch_key, decode_cursor
+from crawl_platform.bus import OffsetRange
+from crawl_platform.messages import FrontierURL
+from crawl_platform.submission import build_crawl_request, submit_crawl
+from resources.crawl import CrawlSettingsResource
+from sensors.kafka import frontier_sensor, seeds_sensor
+
+
+@pytest.fixture
+def instance():
+    with DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+def _tick(sensor, instance, cursor=None) -> SensorResult:
+    context = build_sensor_context(instance=instance, cursor=cursor, resources={"crawl": CrawlSettingsResource()})
+    result = sensor(context)
+    assert isinstance(result, SensorResult)
+    return result
+
+
+def test_frontier_sensor_cuts_batches_and_keeps_offsets(crawl_env, bus, instance):
+    host_urls = [FrontierURL("c1", f"http://127.0.0.1:9/p{i}", 1) for i in range(120)]
+    assert all(bus.publish_frontier(host_urls))
+    first = _tick(frontier_sensor, instance)
+    partition = next(p for p, (_lo, hi) in bus.watermarks(crawl_env.frontier_topic).items() if hi)
+    expected = [OffsetRange(partition, 0, 50), OffsetRange(partition, 50, 100), OffsetRange(partition, 100, 120)]
+    assert [r.partition_key for r in first.run_requests] == [batch_key(0, r) for r in expected]
+    assert [r.run_key for r in first.run_requests] == [r.partition_key for r in first.run_requests]
+    assert all(r.run_config["ops"]["crawl_batch"]["config"]["refetch_done"] is False for r in first.run_requests)
+    assert first.dynamic_partitions_requests[0].partition_keys == [r.partition_key for r in first.run_requests]
+    offsets, epoch = decode_cursor(first.cursor)
+    assert offsets[partition] == 120 and epoch == 0
+
+    quiet = _tick(frontier_sensor, instance, first.cursor)
+    assert not quiet.run_requests and quiet.skip_reason
+
+    assert all(bus.publish_frontier(host_urls[:5]))
+    more = _tick(frontier_sensor, instance, first.cursor)
+    assert [r.partition_key for r in more.run_requests] == [batch_key(0, OffsetRange(partition, 120, 125))]
+
+
+def test_frontier_sensor_detects_a_broker_that_lost_its_log(crawl_env, bus, instance):
+    assert all(bus.publish_frontier([FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    # A cursor far beyond the high watermark is what a restarted, memory-only broker looks like.
+    lost_cursor = json.dumps({"epoch": 0, "offsets": {str(p): 1000 for p in range(crawl_env.topic_partitions)}})
+    result = _tick(frontier_sensor, instance, lost_cursor)
+    requeue = [r for r in result.run_requests if r.job_name == "crawl_intake_job"]
+    assert len(requeue) == 1
+    assert requeue[0].run_config["ops"]["crawls"]["config"]["requeue_pending"] is True
+    batches = [r for r in result.run_requests if r.job_name == "crawl_batch_job"]
+    assert [r.partition_key.split(".")[0] for r in batches] == ["e1"]
+    assert decode_cursor(result.cursor)[1] == 1
+
+
+def test_frontier_sensor_holds_back_while_the_run_queue_is_full(crawl_env, bus, instance, monkeypatch):
+    monkeypatch.setenv("CRAWL_MAX_QUEUED_RUNS", "1")
+    from dagster._core.test_utils import create_run_for_test
+    from dagster._core.storage.dagster_run import DagsterRunStatus
+
+    create_run_for_test(instance, job_name="crawl_batch_job", status=DagsterRunStatus.NOT_STARTED)
+    assert all(bus.publish_frontier([FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    result = _tick(frontier_sensor, instance)
+    assert not result.run_requests
+    assert "queue full" in result.skip_reason.skip_message
+
+
+def test_seeds_sensor_requests_one_intake_run_per_tick(crawl_env, bus, instance):
+    for seed in ("http://127.0.0.1:9/", "http://127.0.0.1:8/"):
+        submit_crawl(bus, build_crawl_request([seed]))
+    result = _tick(seeds_sensor, instance)
+    assert len(result.run_requests) == 1
+    ranges = result.run_requests[0].run_config["ops"]["crawls"]["config"]["seed_ranges"]
+    assert sum(OffsetRange.parse(k).end - OffsetRange.parse(k).start for k in ranges) == 2
+    assert not _tick(seeds_sensor, instance, result.cursor).run_requests
