@@ -27,6 +27,9 @@ EMBEDDED_PRODUCER_CONFIG = {"batch.num.messages": "1"}
 def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurrent_runs: int = 4) -> Path:
     """Write ``dagster.yaml`` (queued runs, one run per frontier partition at a time)."""
     home.mkdir(parents=True, exist_ok=True)
+    if postgres_url and postgres_url.startswith("postgresql://"):
+        # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; dagster-postgres needs psycopg2.
+        postgres_url = "postgresql+psycopg2://" + postgres_url.removeprefix("postgresql://")
     storage = (f"storage:\n  postgres:\n    postgres_url: \"{postgres_url}\"\n" if postgres_url else "")
     path = home / "dagster.yaml"
     path.write_text(

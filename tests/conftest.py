@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -77,10 +78,11 @@ def site() -> Iterator[SiteServer]:
         yield server
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL database on the machine's server, dropped afterwards."""
-    psycopg2 = pytest.importorskip("psycopg2")
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """A new PostgreSQL database on the machine's server, dropped afterwards."""
+    import psycopg2  # noqa: PLC0415 - only the tests that need PostgreSQL pay for it
+
     name = f"crawl_test_{uuid.uuid4().hex[:10]}"
     admin = psycopg2.connect(POSTGRES_ADMIN_URL)
     admin.autocommit = True
@@ -92,3 +94,9 @@ def postgres_url() -> Iterator[str]:
         with admin.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    with fresh_postgres_database() as url:
+        yield url

@@ -1,0 +1,123 @@
+"""The whole loop as a user runs it: CLI -> seeds topic -> Dagster daemon sensors -> partitioned runs
+-> DuckDB -> frontier topic -> ... on the real broker, a Dagster instance on PostgreSQL and a
+generated site of a few hundred pages on loopback."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from crawl_platform.bus import KafkaBus, OffsetRange
+from crawl_platform.config import Settings
+from crawl_platform.demo_site import DemoSite
+from crawl_platform.messages import decode_dead_letter
+from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml
+from crawl_platform.store import CrawlStore
+from tests.conftest import fresh_postgres_database
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+SITE_PAGES = 300
+
+
+@pytest.fixture(scope="module")
+def platform(broker, tmp_path_factory):
+    """Daemon (sensors, run queue, run launcher) with instance storage on PostgreSQL."""
+    tmp = tmp_path_factory.mktemp("platform")
+    tag = uuid.uuid4().hex[:8]
+    settings = Settings(
+        kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+        seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
+        topic_partitions=4, duckdb_path=tmp / "crawl.duckdb", dagster_home=tmp / "dagster_home",
+        host_delay_ms=0, allow_private_networks=True, batch_size=60,
+    )
+    with fresh_postgres_database() as pg_url:
+        write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=4)
+        env = {**os.environ, **settings.to_env()}
+        dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
+        dagster.start()
+        time.sleep(5)
+        assert not dagster.dead(), "the Dagster daemon exited at start; see its log below"
+        try:
+            yield settings, env
+        finally:
+            dagster.stop()
+            for log in sorted((tmp / "logs").glob("*.log")):
+                sys.stderr.write(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}\n")
+
+
+@pytest.fixture(scope="module")
+def demo():
+    site = DemoSite(n_pages=SITE_PAGES, seed=11)
+    with site.serve() as server:
+        yield site, server
+
+
+def cli(env, *args, timeout=400):
+    return subprocess.run([sys.executable, "-m", "crawl_platform.cli", *args], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_crawl_lands_exactly_the_reachable_site_then_recrawl_versions_only_the_changed_page(platform, demo):
+    settings, env = platform
+    site, server = demo
+    store = CrawlStore.from_settings(settings)
+    expected = site.expected_urls(server.base_url)
+    assert len(expected) > SITE_PAGES
+
+    done = cli(env, "crawl", server.base_url + "/", "--crawl-id", "first", "--wait", "--timeout", "360")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "crawl first: done, pending 0" in done.stdout
+
+    rows = store.query("SELECT url, version, status, final_url, content_type FROM pages WHERE crawl_id = 'first'")
+    urls = [r[0] for r in rows]
+    assert len(urls) == len(set(urls))
+    assert set(urls) == expected
+    by_url = {r[0]: r for r in rows}
+    assert by_url[server.base_url + "/missing"][2] == 404
+    assert by_url[server.base_url + "/old-home"][3] == server.base_url + "/page/1"
+    assert "json" in by_url[server.base_url + "/data.json"][4]
+    assert server.request_count("/private/0") == 0  # robots.txt obeyed
+    (documents,) = store.query("SELECT count(*) FROM documents")[0]
+    assert documents == sum(1 for r in rows if "html" in (r[4] or ""))  # 404 pages are HTML too
+
+    site.set_page_text("/page/3", "This article was rewritten after the first crawl.")
+    again = cli(env, "crawl", server.base_url + "/", "--crawl-id", "second", "--wait", "--timeout", "360")
+    assert again.returncode == 0, again.stdout + again.stderr
+    versions = store.query("SELECT url, max(version), count(*) FROM pages GROUP BY url")
+    changed = {url for url, top, _ in versions if top > 1}
+    assert changed == {server.base_url + "/page/3"}
+    assert all(count == top for _url, top, count in versions)
+    (fetched_second,) = store.query(
+        "SELECT count(*) FROM frontier WHERE crawl_id = 'second' AND state IN ('fetched', 'failed')")[0]
+    assert fetched_second == len(expected)
+
+    status = cli(env, "status")
+    assert status.returncode == 0 and "first" in status.stdout and "second" in status.stdout
+
+
+def test_malformed_messages_go_to_dead_letter_and_the_loop_keeps_going(platform, demo):
+    settings, env = platform
+    _site, server = demo
+    bus = KafkaBus.from_settings(settings)
+    assert all(bus.publish(settings.frontier_topic, [(b"x", b"not json at all"),
+                                                     (b"x", b'{"type":"frontier_url","v":99}')]))
+    assert all(bus.publish(settings.seeds_topic, [(b"x", b'{"type":"crawl_request","v":1,"seeds":[]}')]))
+    small = cli(env, "crawl", server.base_url + "/page/5", "--crawl-id", "after-garbage",
+                "--max-depth", "1", "--wait", "--timeout", "240")
+    assert small.returncode == 0, small.stdout + small.stderr
+    letters = []
+    for part, (low, high) in bus.watermarks(settings.dead_letter_topic).items():
+        if high > low:
+            letters += [decode_dead_letter(r.value) for r in bus.read_range(settings.dead_letter_topic,
+                                                                            OffsetRange(part, low, high))]
+    reasons = sorted((d.source_topic, d.reason) for d in letters)
+    assert reasons == [
+        (settings.frontier_topic, "not JSON: Expecting value: line 1 column 1 (char 0)"),
+        (settings.frontier_topic, "unsupported version 99 of frontier_url"),
+        (settings.seeds_topic, "field 'seeds' must be a non-empty list of strings"),
+    ]
