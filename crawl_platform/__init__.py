@@ -1,0 +1,6 @@
+"""crawl-platform's engine: everything that crawls, with no Dagster import (see README)."""
+
+import logging
+
+# A library stays quiet unless the application configures logging (the CLI, Dagster do).
+logging.getLogger("crawl_platform").addHandler(logging.NullHandler())

@@ -68,7 +68,7 @@ def decode_cursor(raw: str | None) -> tuple[dict[int, int], int]:
     try:
         body = json.loads(raw)
         return {int(k): int(v) for k, v in body["offsets"].items()}, int(body.get("epoch", 0))
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return {}, 0
 
 

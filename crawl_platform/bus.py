@@ -9,16 +9,20 @@ broker-side offsets.
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from crawl_platform.config import Settings
 from crawl_platform.messages import DeadLetter, FrontierURL, encode
 from crawl_platform.urls import host_of
+
+_KAFKA_LOG = logging.getLogger("crawl_platform.kafka")
 
 
 class BusError(RuntimeError):
@@ -74,7 +78,8 @@ class KafkaBus:
         timeout_s: float = 10.0,
         producer_config: dict[str, str] | None = None,
     ) -> None:
-        self._config = dict(client_config)
+        # librdkafka logs through Python logging instead of writing to stderr itself.
+        self._config: dict[str, Any] = {**client_config, "logger": _KAFKA_LOG}
         self._producer_config = dict(producer_config or {})
         self.seeds_topic = seeds_topic
         self.frontier_topic = frontier_topic
@@ -154,13 +159,15 @@ class KafkaBus:
                 if not batch:
                     raise BusError(f"timed out reading {topic} {offsets.key} at {len(records)}/{wanted}")
                 for msg in batch:
-                    if msg.error() is not None:
-                        if msg.error().code() == KafkaError._PARTITION_EOF:
+                    error = msg.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
                             continue
-                        raise BusError(f"error reading {topic}: {msg.error()}")
-                    if msg.offset() >= offsets.end:
+                        raise BusError(f"error reading {topic}: {error}")
+                    offset = msg.offset() or 0
+                    if offset >= offsets.end:
                         break
-                    records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+                    records.append(Record(offsets.partition, offset, msg.key(), msg.value()))
         except KafkaException as err:
             raise BusError(f"cannot read {topic} {offsets.key}: {err}") from None
         finally:
@@ -177,7 +184,7 @@ class KafkaBus:
         producer = self._get_producer()
         delivered: list[bool] = []
 
-        def on_delivery(index: int) -> object:
+        def on_delivery(index: int) -> Callable[[KafkaError | None, Message], None]:
             def callback(err: KafkaError | None, _msg: Message) -> None:
                 delivered[index] = err is None
             return callback

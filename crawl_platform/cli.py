@@ -11,7 +11,9 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -21,18 +23,32 @@ from crawl_platform.config import Settings
 from crawl_platform.frontier import CrawlStatus, Frontier
 from crawl_platform.store import CrawlStore, StoreBusyError
 from crawl_platform.submission import SCOPES, build_crawl_request, submit_crawl
+from crawl_platform.urls import InvalidURLError
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 1
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage mistakes as one line on stderr and exit 2 (argparse prints the whole usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
+
+
+def fail(message: str, code: int) -> int:
+    """One plain line on stderr (never markup, never wrapped), then the exit code."""
+    print(f"crawl-platform: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    return code
+
+
 def _parser(settings: Settings) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="crawl-platform",
         description="Distributed web crawler on Kafka, Dagster and DuckDB. Settings come from "
         "environment variables (see README).",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     up = sub.add_parser("up", help="run the embedded stack (broker, Dagster webserver+daemon, demo site)")
     up.add_argument("--no-demo", action="store_true", help="do not serve and crawl the bundled demo site")
     up.add_argument("--port", type=int, default=3000, help="Dagster webserver port on 127.0.0.1 (3000)")
@@ -56,12 +72,12 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    err = Console(stderr=True, highlight=False)
     try:
         settings = Settings()
-    except ValueError as exc:
-        err.print(f"crawl-platform: invalid setting: {exc}".splitlines()[0])
-        return EXIT_USAGE
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(part) for part in first["loc"])
+        return fail(f"invalid setting {name}={first.get('input')!r}: {first['msg']}", EXIT_USAGE)
     args = _parser(settings).parse_args(argv)
     try:
         if args.command == "up":
@@ -69,21 +85,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_stack(settings, args.port, demo_pages=0 if args.no_demo else args.demo_pages)
         if args.command == "crawl":
-            return _crawl(settings, args, err)
+            return _crawl(settings, args)
         return _status(settings, args.crawl_id)
     except (BusError, StoreBusyError, BrokerStartError) as exc:
-        err.print(f"crawl-platform: {exc}")
-        return EXIT_UNAVAILABLE
+        return fail(str(exc), EXIT_UNAVAILABLE)
     except KeyboardInterrupt:
         return 130
 
 
-def _crawl(settings: Settings, args: argparse.Namespace, err: Console) -> int:
+def _crawl(settings: Settings, args: argparse.Namespace) -> int:
     try:
         request = build_crawl_request(args.urls, args.crawl_id, args.max_pages, args.max_depth, args.scope)
+    except InvalidURLError as exc:  # nothing is enqueued when any seed is bad
+        return fail(f"bad seed: {exc}", EXIT_USAGE)
     except ValueError as exc:
-        err.print(f"crawl-platform: bad seed: {exc}")
-        return EXIT_USAGE
+        return fail(str(exc), EXIT_USAGE)
     submit_crawl(KafkaBus.from_settings(settings), request)
     print(f"submitted crawl {request.crawl_id} ({len(request.seeds)} seeds)")
     if not args.wait:

@@ -17,7 +17,6 @@ from crawl_platform.fetcher import Fetcher, FetchResult
 from crawl_platform.frontier import Frontier, FrontierGrowth
 from crawl_platform.landing import LandedBatch, land_batch
 from crawl_platform.messages import (
-    CrawlRequest,
     DeadLetter,
     FrontierURL,
     MessageDecodeError,

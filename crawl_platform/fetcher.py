@@ -113,9 +113,11 @@ class Fetcher:
         current = url
         try:
             for _hop in range(self.max_redirects + 1):
-                if self.obey_robots and not self._robots_allows(current):
-                    return self._result(url, current, started, disallowed=True, error="disallowed by robots.txt")
                 self._guard(current)
+                if self.obey_robots:
+                    refusal = self._robots_refusal(current)
+                    if refusal:
+                        return self._result(url, current, started, disallowed=True, error=refusal)
                 self._wait_turn(urlsplit(current).scheme, host_of(current))
                 status, ctype, body, location = self._get(current)
                 if status in _REDIRECTS and location:
@@ -167,9 +169,13 @@ class Fetcher:
         except (requests.RequestException, BlockedAddressError):
             return None, b""
 
-    def _robots_allows(self, url: str) -> bool:
+    def _robots_refusal(self, url: str) -> str | None:
+        """Why robots.txt forbids ``url``, or None when it may be fetched."""
         parts = urlsplit(url)
-        return self.robots.policy(parts.scheme, parts.netloc).allows(url, self.user_agent)
+        policy = self.robots.policy(parts.scheme, parts.netloc)
+        if policy.disallow_all:
+            return "robots.txt unreachable (server error or network failure): host skipped until it answers"
+        return None if policy.allows(url, self.user_agent) else "disallowed by robots.txt"
 
     def _wait_turn(self, scheme: str, host: str) -> None:
         """Sleep until ``host`` may get its next request (the gap counts from request start)."""

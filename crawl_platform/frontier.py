@@ -11,7 +11,7 @@ what :meth:`Frontier.expand` reads; :mod:`crawl_platform.bus` carries what it pu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -55,6 +55,7 @@ class CrawlStatus:
 
 
 def _now() -> datetime:
+    """Naive UTC: every timestamp in the store is UTC, whatever the machine's time zone."""
     return datetime.now(UTC).replace(tzinfo=None)
 
 
@@ -70,10 +71,10 @@ class Frontier:
         seeds = sorted({canonicalize(s) for s in request.seeds})
         with self.store.write() as con:
             con.execute(
-                """INSERT INTO crawls VALUES (?, ?, ?, ?, ?, to_timestamp(?)::TIMESTAMP, ?)
+                """INSERT INTO crawls VALUES (?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT DO NOTHING""",
                 [request.crawl_id, seeds, request.scope, request.max_pages, request.max_depth,
-                 request.submitted_at, _now()],
+                 datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), _now()],
             )
             admitted = self._admit(con, [(request.crawl_id, url, 0) for url in seeds])
         return self._publish(admitted, len(seeds))
@@ -123,8 +124,8 @@ class Frontier:
     def republish_stale(self, older_than_s: float = STALE_DISCOVERED_S) -> FrontierGrowth:
         """Publish again every URL still ``discovered`` after ``older_than_s`` (lost by the broker)."""
         rows = self.store.query(
-            f"""SELECT crawl_id, url, depth FROM frontier WHERE state = 'discovered'
-                AND updated_at < now()::TIMESTAMP - INTERVAL {float(older_than_s)} SECOND"""
+            "SELECT crawl_id, url, depth FROM frontier WHERE state = 'discovered' AND updated_at < ?",
+            [_now() - timedelta(seconds=older_than_s)],
         )
         return self._publish([FrontierURL(c, u, d) for c, u, d in rows], len(rows))
 

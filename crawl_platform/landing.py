@@ -92,7 +92,7 @@ def land_batch(
     })
     with store.write() as con:
         con.register("inc_pages", pages)
-        new_versions = con.execute(
+        new_versions: pa.Table = con.execute(
             """
             INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
                                final_url, batch_id, error, content_length, elapsed_ms)

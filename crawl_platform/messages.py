@@ -16,6 +16,9 @@ from typing import Any
 from crawl_platform.config import Scope
 
 _SCOPES = ("host", "domain", "any")
+MAX_PAGES_LIMIT = 2**31 - 1  # the store keeps limits as 32-bit integers
+MAX_DEPTH_LIMIT = 10_000
+_LATEST_TIMESTAMP = 32503680000.0  # year 3000: anything later is not a submission time
 
 
 class MessageDecodeError(ValueError):
@@ -85,8 +88,9 @@ def _load(payload: bytes | None, expected_type: str, expected_version: int) -> d
         raise MessageDecodeError("not a JSON object")
     if body.get("type") != expected_type:
         raise MessageDecodeError(f"type is {body.get('type')!r}, expected {expected_type!r}")
-    if body.get("v") != expected_version:
-        raise MessageDecodeError(f"unsupported version {body.get('v')!r} of {expected_type}")
+    version = body.get("v")
+    if not isinstance(version, int) or isinstance(version, bool) or version != expected_version:
+        raise MessageDecodeError(f"unsupported version {version!r} of {expected_type}")
     return body
 
 
@@ -107,13 +111,20 @@ def decode_crawl_request(payload: bytes | None) -> CrawlRequest:
     if scope not in _SCOPES:
         raise MessageDecodeError(f"field 'scope' must be one of {_SCOPES}, got {scope!r}")
     submitted = body.get("submitted_at")
-    if not isinstance(submitted, int | float) or isinstance(submitted, bool):
-        raise MessageDecodeError(f"field 'submitted_at' must be a number, got {submitted!r}")
+    if (not isinstance(submitted, int | float) or isinstance(submitted, bool)
+            or not 0 <= submitted <= _LATEST_TIMESTAMP):  # also false for NaN
+        raise MessageDecodeError(f"field 'submitted_at' must be a Unix time, got {submitted!r}")
+    max_pages = _field(body, "max_pages", int)
+    if not 1 <= max_pages <= MAX_PAGES_LIMIT:
+        raise MessageDecodeError(f"field 'max_pages' must be 1..{MAX_PAGES_LIMIT}, got {max_pages}")
+    max_depth = _field(body, "max_depth", int)
+    if not 0 <= max_depth <= MAX_DEPTH_LIMIT:
+        raise MessageDecodeError(f"field 'max_depth' must be 0..{MAX_DEPTH_LIMIT}, got {max_depth}")
     return CrawlRequest(
         crawl_id=_field(body, "crawl_id", str),
         seeds=tuple(seeds),
-        max_pages=_field(body, "max_pages", int),
-        max_depth=_field(body, "max_depth", int),
+        max_pages=max_pages,
+        max_depth=max_depth,
         scope=scope,
         submitted_at=float(submitted),
     )

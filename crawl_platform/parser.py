@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-_CHARSET = re.compile(r"charset=([\w.:-]+)", re.I)
+_CHARSET = re.compile(r"charset\s*=\s*[\"']?([\w.:-]+)", re.I)
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class ParsedPage:
 
 def charset_of(content_type: str | None) -> str | None:
     match = _CHARSET.search(content_type or "")
-    return match.group(1).strip("\"'") if match else None
+    return match.group(1) if match else None
 
 
 def _squash(text: str) -> str:

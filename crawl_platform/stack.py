@@ -9,7 +9,6 @@ SIGTERM stops everything it started. The end-to-end tests use :class:`DagsterPro
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +17,10 @@ from pathlib import Path
 from types import FrameType
 
 from crawl_platform.broker import EmbeddedBroker, port_open
+from crawl_platform.bus import KafkaBus
 from crawl_platform.config import Settings
+from crawl_platform.demo_site import DemoSite, SiteServer
+from crawl_platform.submission import build_crawl_request, submit_crawl
 
 # Tansu 0.6 reports a wrong high watermark for multi-record batches (see config.py).
 EMBEDDED_PRODUCER_CONFIG = {"batch.num.messages": "1"}
@@ -134,10 +136,7 @@ def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> S
 
 
 def run_stack(settings: Settings, port: int, demo_pages: int) -> int:
-    """Run everything in the foreground until Ctrl-C; returns the exit code."""
-    from crawl_platform.demo_site import DemoSite  # noqa: PLC0415
-    from crawl_platform.submission import build_crawl_request, submit_crawl  # noqa: PLC0415
-
+    """Run everything in the foreground until Ctrl-C or SIGTERM; returns the exit code."""
     if port_open("127.0.0.1", port):
         print(f"crawl-platform: port {port} is in use (another Dagster webserver?); use --port", file=sys.stderr)
         return 1
@@ -145,19 +144,48 @@ def run_stack(settings: Settings, port: int, demo_pages: int) -> int:
     if not (home / "dagster.yaml").exists():
         write_instance_yaml(home)
     logs = home / "crawl-platform-logs"  # Dagster itself owns DAGSTER_HOME/logs
+    logs.mkdir(parents=True, exist_ok=True)
     embedded = "kafka_bootstrap_servers" not in settings.model_fields_set
     broker = None
     if embedded:
         host, _, broker_port = settings.kafka_bootstrap_servers.rpartition(":")
-        broker = EmbeddedBroker(host, int(broker_port), log_path=logs / "broker.log")
-        logs.mkdir(parents=True, exist_ok=True)
-        broker.start()
+        broker = EmbeddedBroker(host, int(broker_port), log_path=logs / "broker.log").start()
         print(f"embedded Kafka-wire broker (Tansu) on {broker.bootstrap_servers}, data in memory")
     child_settings = stack_settings(settings, embedded, allow_private=demo_pages > 0)
-    env = {**os.environ, **child_settings.to_env()}
     workspace = Path.cwd() / "workspace.yaml"
-    dagster = DagsterProcesses(env, logs, port, workspace if workspace.exists() else None).start()
-    site = None
+    dagster = DagsterProcesses({**os.environ, **child_settings.to_env()}, logs, port,
+                               workspace if workspace.exists() else None).start()
+    site: SiteServer | None = None
+    try:
+        print(f"starting Dagster (DAGSTER_HOME={home}, logs in {logs}) ...", flush=True)
+        if not dagster.wait_webserver():
+            print(f"crawl-platform: Dagster did not start; see {logs}", file=sys.stderr)
+            return 1
+        print(f"Dagster UI: http://127.0.0.1:{port}   DuckDB: {child_settings.duckdb_path}", flush=True)
+        if demo_pages:
+            site = _serve_and_submit_demo(child_settings, demo_pages)
+        print("crawl your own sites with `crawl-platform crawl URL`; Ctrl-C stops everything", flush=True)
+        return _supervise(dagster, logs)
+    finally:
+        print("stopping ...", flush=True)
+        dagster.stop()
+        if site is not None:
+            site.close()
+        if broker is not None:
+            broker.stop()
+
+
+def _serve_and_submit_demo(settings: Settings, pages: int) -> SiteServer:
+    site = DemoSite(n_pages=pages).serve()
+    request = build_crawl_request([site.base_url + "/"], crawl_id=f"demo-{int(time.time())}",
+                                  max_pages=pages * 2, max_depth=20)
+    submit_crawl(KafkaBus.from_settings(settings), request)
+    print(f"demo site on {site.base_url}; submitted crawl {request.crawl_id}", flush=True)
+    return site
+
+
+def _supervise(dagster: DagsterProcesses, logs: Path) -> int:
+    """Block until Ctrl-C / SIGTERM (0) or until a Dagster process dies (1)."""
     stopping = False
 
     def stop(_sig: int, _frame: FrameType | None) -> None:
@@ -166,34 +194,12 @@ def run_stack(settings: Settings, port: int, demo_pages: int) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        print(f"starting Dagster (DAGSTER_HOME={home}, logs in {logs}) ...", flush=True)
-        if not dagster.wait_webserver():
-            print(f"crawl-platform: Dagster did not start; see {logs}", file=sys.stderr)
-            return 1
-        print(f"Dagster UI: http://127.0.0.1:{port}   DuckDB: {child_settings.duckdb_path}", flush=True)
-        if demo_pages:
-            site = DemoSite(n_pages=demo_pages).serve()
-            request = build_crawl_request([site.base_url + "/"], crawl_id=f"demo-{int(time.time())}",
-                                          max_pages=demo_pages * 2, max_depth=20)
-            from crawl_platform.bus import KafkaBus  # noqa: PLC0415
-
-            submit_crawl(KafkaBus.from_settings(child_settings), request)
-            print(f"demo site on {site.base_url}; submitted crawl {request.crawl_id}", flush=True)
-        print("crawl your own sites with `crawl-platform crawl URL`; Ctrl-C stops everything", flush=True)
         while not stopping:
             dead = dagster.dead()
             if dead:
                 print(f"crawl-platform: {', '.join(dead)} exited; see {logs}", file=sys.stderr)
                 return 1
             time.sleep(0.5)
-        return 0
     except KeyboardInterrupt:
-        return 0
-    finally:
-        print("stopping ...", flush=True)
-        dagster.stop()
-        if site is not None:
-            site.close()
-        if broker is not None:
-            broker.stop()
-        shutil.rmtree(home / "storage" / "tmp", ignore_errors=True)
+        pass
+    return 0

@@ -11,7 +11,7 @@ import time
 import uuid
 
 from crawl_platform.bus import BusError, KafkaBus
-from crawl_platform.messages import CrawlRequest, encode
+from crawl_platform.messages import MAX_DEPTH_LIMIT, MAX_PAGES_LIMIT, CrawlRequest, encode
 from crawl_platform.urls import InvalidURLError, canonicalize, host_of
 
 _CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
@@ -32,10 +32,10 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
     canonical = [canonicalize(s) for s in seeds]
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
-    if max_pages < 1:
-        raise ValueError(f"max-pages must be at least 1, not {max_pages}")
-    if max_depth < 0:
-        raise ValueError(f"max-depth must be 0 or more, not {max_depth}")
+    if not 1 <= max_pages <= MAX_PAGES_LIMIT:
+        raise ValueError(f"max-pages must be between 1 and {MAX_PAGES_LIMIT}, not {max_pages}")
+    if not 0 <= max_depth <= MAX_DEPTH_LIMIT:
+        raise ValueError(f"max-depth must be between 0 and {MAX_DEPTH_LIMIT}, not {max_depth}")
     crawl_id = crawl_id or new_crawl_id(canonical[0])
     if not _CRAWL_ID.match(crawl_id):
         raise ValueError(f"crawl id {crawl_id!r} must be 1-128 letters, digits or ._@:- (no spaces)")

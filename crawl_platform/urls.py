@@ -8,6 +8,7 @@ the crawl.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -18,6 +19,7 @@ from w3lib.url import canonicalize_url
 from crawl_platform.config import Scope
 
 MAX_URL_LENGTH = 2048
+_HOST = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+")  # DNS names (underscores occur in the wild) or IPv6
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # No network: the public-suffix list bundled with tldextract is used as is.
 _SUFFIXES = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
@@ -45,6 +47,13 @@ def canonicalize(url: str) -> str:
     host = (parts.hostname or "").lower().rstrip(".")
     if not host:
         raise InvalidURLError(f"{url!r}: no host")
+    if not _HOST.fullmatch(host):
+        try:
+            host = host.encode("idna").decode("ascii")  # internationalised names -> punycode
+        except UnicodeError:
+            raise InvalidURLError(f"{url!r}: invalid host name {host!r}") from None
+        if not _HOST.fullmatch(host):
+            raise InvalidURLError(f"{url!r}: invalid host name {host!r}")
     if len(url) > MAX_URL_LENGTH:
         raise InvalidURLError(f"{url[:80]!r}...: longer than {MAX_URL_LENGTH} characters")
     netloc = f"[{host}]" if ":" in host else host

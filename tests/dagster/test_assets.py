@@ -38,7 +38,8 @@ def test_seed_intake_then_one_batch_lands_pages_with_metadata_and_checks(crawl_e
                          run_config={"ops": {"crawls": {"config": {"seed_ranges": seed_keys}}}})
     assert intake.success
     meta = intake.asset_materializations_for_node("crawls")[0].metadata
-    assert meta["crawls_registered"].value == 1 and meta["seeds_admitted"].value == 1
+    assert meta["crawls_registered"].value == 1
+    assert meta["seeds_admitted"].value == 1
 
     (seed_range,) = _ranges(bus, crawl_env.frontier_topic)
     key = batch_key(0, seed_range)
@@ -46,7 +47,8 @@ def test_seed_intake_then_one_batch_lands_pages_with_metadata_and_checks(crawl_e
     assert result.success
     pages_meta = next(m for m in result.get_asset_materialization_events()
                       if m.asset_key.to_user_string() == "pages").materialization.metadata
-    assert pages_meta["pages_fetched"].value == 1 and pages_meta["new_versions"].value == 1
+    assert pages_meta["pages_fetched"].value == 1
+    assert pages_meta["new_versions"].value == 1
     frontier_meta = result.asset_materializations_for_node("frontier")[0].metadata
     home_links = {u for u in site.site.expected_urls_within_depth(site.base_url, 1) if u != site.base_url + "/"}
     assert frontier_meta["new_urls"].value == len(home_links)

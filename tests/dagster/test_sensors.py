@@ -3,7 +3,8 @@
 import json
 
 import pytest
-from dagster import DagsterInstance, SensorResult, build_sensor_context
+from dagster import DagsterInstance, DagsterRunStatus, SensorResult, build_sensor_context
+from dagster._core.test_utils import create_run_for_test
 
 from crawl_platform.batching import batch_key, decode_cursor
 from crawl_platform.bus import OffsetRange
@@ -37,10 +38,12 @@ def test_frontier_sensor_cuts_batches_and_keeps_offsets(crawl_env, bus, instance
     assert all(r.run_config["ops"]["crawl_batch"]["config"]["refetch_done"] is False for r in first.run_requests)
     assert first.dynamic_partitions_requests[0].partition_keys == [r.partition_key for r in first.run_requests]
     offsets, epoch = decode_cursor(first.cursor)
-    assert offsets[partition] == 120 and epoch == 0
+    assert offsets[partition] == 120
+    assert epoch == 0
 
     quiet = _tick(frontier_sensor, instance, first.cursor)
-    assert not quiet.run_requests and quiet.skip_reason
+    assert not quiet.run_requests
+    assert quiet.skip_reason
 
     assert all(bus.publish_frontier(host_urls[:5]))
     more = _tick(frontier_sensor, instance, first.cursor)
@@ -62,8 +65,6 @@ def test_frontier_sensor_detects_a_broker_that_lost_its_log(crawl_env, bus, inst
 
 def test_frontier_sensor_holds_back_while_the_run_queue_is_full(crawl_env, bus, instance, monkeypatch):
     monkeypatch.setenv("CRAWL_MAX_QUEUED_RUNS", "1")
-    from dagster._core.test_utils import create_run_for_test
-    from dagster._core.storage.dagster_run import DagsterRunStatus
 
     create_run_for_test(instance, job_name="crawl_batch_job", status=DagsterRunStatus.NOT_STARTED)
     assert all(bus.publish_frontier([FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))

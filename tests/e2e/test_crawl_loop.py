@@ -97,7 +97,9 @@ def test_crawl_lands_exactly_the_reachable_site_then_recrawl_versions_only_the_c
     assert fetched_second == len(expected)
 
     status = cli(env, "status")
-    assert status.returncode == 0 and "first" in status.stdout and "second" in status.stdout
+    assert status.returncode == 0
+    assert "first" in status.stdout
+    assert "second" in status.stdout
 
 
 def test_malformed_messages_go_to_dead_letter_and_the_loop_keeps_going(platform, demo):

@@ -6,8 +6,6 @@ import json
 import time
 from itertools import pairwise
 
-import pytest
-
 from crawl_platform.broker import free_port
 from crawl_platform.fetcher import Fetcher
 
@@ -132,10 +130,6 @@ def test_network_guard_by_default_refuses_loopback_without_a_request(site):
     assert site.requests == []  # not even robots.txt
 
 
-@pytest.mark.xfail(
-    reason="BUG: with obey_robots on, a private address is reported as 'disallowed by robots.txt'",
-    strict=True,
-)
 def test_network_guard_reports_the_blocked_address_not_robots(site):
     result = Fetcher(AGENT, host_delay_s=0.0).fetch(site.base_url + "/page/1")
     assert "blocked address" in (result.error or ""), result.error

@@ -95,7 +95,6 @@ def test_wrong_version_is_refused(message, decode, version):
         decode(_payload(body))
 
 
-@pytest.mark.xfail(reason="BUG: `v: true` passes the version check (True == 1)", strict=True)
 def test_boolean_version_is_refused():
     body = _body(FRONTIER) | {"v": True}
     with pytest.raises(MessageDecodeError, match="unsupported version"):

@@ -136,8 +136,6 @@ def test_unknown_charset_label_still_parses(engine):
     assert (parsed.title, parsed.text) == ("x", "hello")
 
 
-@pytest.mark.xfail(reason="BUG: charset_of ignores a quoted charset parameter (charset=\"windows-1251\")",
-                   strict=True)
 def test_quoted_charset_in_the_content_type():
     html = "<html><head><title>Привет мир</title></head><body><p>Съешь же ещё</p></body></html>"
     parsed = parse_html(html.encode("windows-1251"), "http://h.example/",

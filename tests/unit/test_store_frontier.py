@@ -270,8 +270,6 @@ def test_republish_stale_publishes_urls_the_broker_never_confirmed(settings, sto
     assert sorted(u.url for u in _topic(bus)) == ["http://a.example/", "http://a.example/2"]
 
 
-@pytest.mark.xfail(reason="BUG: republish_stale compares UTC updated_at with DuckDB's local-time now(); "
-                          "west of UTC a stale URL waits hours", strict=True)
 def test_republish_stale_does_not_depend_on_the_machine_time_zone(settings, store, bus):
     script = textwrap.dedent(
         """
@@ -342,9 +340,6 @@ def test_seed_intake_registers_good_requests_and_dead_letters_bad_ones(store, bu
     assert {r[0] for r in store.query("SELECT crawl_id FROM crawls")} == {"good-1", "good-2"}
 
 
-@pytest.mark.xfail(reason="BUG: a request whose numbers DuckDB cannot store (max_pages > 2**31-1, "
-                          "non-finite submitted_at) crashes SeedIntake.register instead of being "
-                          "dead-lettered, so the seeds batch fails on every retry", strict=True)
 @pytest.mark.parametrize("override", [{"max_pages": 2**40}, {"max_depth": 2**40},
                                       {"submitted_at": float("nan")}, {"submitted_at": 1e300}])
 def test_seed_intake_dead_letters_requests_the_store_cannot_hold(store, bus, override):

@@ -95,7 +95,6 @@ def test_too_long_url_is_refused_with_a_short_message():
     assert len(message) < 200  # the URL itself is abbreviated, not echoed in full
 
 
-@pytest.mark.xfail(reason="BUG: canonicalize accepts a host containing a space", strict=True)
 def test_host_with_a_space_is_invalid():
     with pytest.raises(InvalidURLError):
         canonicalize("http://exa mple.com/")
