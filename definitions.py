@@ -9,11 +9,13 @@ from assets.jobs import crawl_batch_job, crawl_intake_job
 from resources.crawl import CrawlSettingsResource
 from resources.store import CrawlStoreResource
 from sensors.kafka import frontier_sensor, seeds_sensor
+from sensors.schedules import recrawl_daily
 
 defs = Definitions(
     assets=[crawls, crawl_batch, frontier],
     asset_checks=quality_checks,
     jobs=[crawl_batch_job, crawl_intake_job, submit_crawl_job],
     sensors=[frontier_sensor, seeds_sensor],
+    schedules=[recrawl_daily],
     resources={"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource()},
 )

@@ -92,7 +92,7 @@ def land_batch(
     })
     with store.write() as con:
         con.register("inc_pages", pages)
-        new_versions: pa.Table = con.execute(
+        inserted = con.execute(
             """
             INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
                                final_url, batch_id, error, content_length, elapsed_ms)
@@ -105,7 +105,9 @@ def land_batch(
             RETURNING url, version
             """,
             [batch_id],
-        ).to_arrow_table()
+        ).fetchall()
+        new_versions = pa.table({"url": [r[0] for r in inserted],
+                                 "version": pa.array([r[1] for r in inserted], pa.int32())})
         con.register("new_versions", new_versions)
         con.register("inc_docs", docs)
         con.register("inc_links", links)

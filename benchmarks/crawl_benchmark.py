@@ -1,0 +1,123 @@
+"""End-to-end crawl benchmark: pages/s of a generated site crawled through the whole platform.
+
+Modes:
+  dagster  the real loop as a user runs it: CLI -> seeds topic -> Dagster daemon sensors -> batch
+           runs (one process each) -> DuckDB -> frontier topic, on the embedded broker.
+  engine   the same engine objects driven by a plain loop in this process (no Dagster), which
+           shows how much of the time is orchestration.
+
+Prints pages, wall seconds, pages/s, seconds from seed submission to the first row in `pages`,
+and the per-stage split reported by the batches. Loopback only; stops by itself.
+
+    .venv/bin/python benchmarks/crawl_benchmark.py --pages 300 --mode dagster
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from crawl_platform.batching import plan_batches  # noqa: E402
+from crawl_platform.broker import EmbeddedBroker  # noqa: E402
+from crawl_platform.bus import KafkaBus  # noqa: E402
+from crawl_platform.config import Settings  # noqa: E402
+from crawl_platform.crawl import BatchCrawler, SeedIntake  # noqa: E402
+from crawl_platform.demo_site import DemoSite  # noqa: E402
+from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml  # noqa: E402
+from crawl_platform.store import CrawlStore  # noqa: E402
+from crawl_platform.submission import build_crawl_request, submit_crawl  # noqa: E402
+
+
+def first_row_after(store: CrawlStore, started: float, timeout: float = 300.0) -> float:
+    while time.monotonic() - started < timeout:
+        if store.path.exists() and store.query("SELECT count(*) FROM pages")[0][0]:
+            return time.monotonic() - started
+        time.sleep(0.1)
+    return float("nan")
+
+
+def run_engine(settings: Settings, seed: str) -> None:
+    bus = KafkaBus.from_settings(settings)
+    bus.ensure_topics()
+    submit_crawl(bus, build_crawl_request([seed], crawl_id="bench", max_pages=10**7, max_depth=100))
+    intake, crawler = SeedIntake.from_settings(settings), BatchCrawler.from_settings(settings)
+    for r in plan_batches(bus.watermarks(settings.seeds_topic), {}, 10_000, 100).ranges:
+        intake.register(r)
+    cursor: dict[int, int] = {}
+    while True:
+        plan = plan_batches(bus.watermarks(settings.frontier_topic), cursor, settings.batch_size, 1000)
+        if not plan.ranges:
+            return
+        cursor = plan.cursor
+        for r in plan.ranges:
+            crawler.fetch_and_land(f"e0.{r.key}", r, refetch_done=False)
+            crawler.expand(f"e0.{r.key}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=300)
+    parser.add_argument("--mode", choices=["dagster", "engine"], default="dagster")
+    parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--host-delay-ms", type=int, default=0)
+    parser.add_argument("--max-concurrent-runs", type=int, default=4)
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="crawl-bench-"))
+    site = DemoSite(n_pages=args.pages, seed=1)
+    with EmbeddedBroker(port=0) as broker, site.serve() as server:
+        tag = uuid.uuid4().hex[:6]
+        settings = Settings(
+            kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+            seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
+            duckdb_path=tmp / "crawl.duckdb", dagster_home=tmp / "dagster_home", batch_size=args.batch_size,
+            host_delay_ms=args.host_delay_ms, allow_private_networks=True,
+        )
+        store = CrawlStore.from_settings(settings)
+        expected = site.expected_urls(server.base_url)
+        seed = server.base_url + "/"
+        cpu_before = os.times()
+        if args.mode == "engine":
+            started = time.monotonic()
+            run_engine(settings, seed)
+            wall = time.monotonic() - started
+            first = float("nan")
+        else:
+            write_instance_yaml(settings.dagster_home, max_concurrent_runs=args.max_concurrent_runs)
+            env = {**os.environ, **settings.to_env()}
+            dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
+            dagster.start()
+            try:
+                time.sleep(8)  # daemon warm-up: sensors start ticking
+                started = time.monotonic()
+                proc = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", seed,
+                                         "--crawl-id", "bench", "--max-pages", str(10**7), "--max-depth", "100",
+                                         "--wait", "--timeout", "1800"], env=env, cwd=REPO,
+                                        stdout=subprocess.DEVNULL)
+                first = first_row_after(store, started)
+                proc.wait()
+                wall = time.monotonic() - started
+            finally:
+                dagster.stop()
+        cpu_after = os.times()
+        landed = store.query("SELECT count(DISTINCT url), count(*) FROM pages")[0]
+        stages = store.query("SELECT sum(elapsed_ms) / 1000 FROM pages")[0][0]
+        runs = len(list((tmp / "dagster_home" / "storage").glob("*"))) if args.mode == "dagster" else 0
+    print(f"mode={args.mode} pages_expected={len(expected)} pages_landed={landed[0]} rows={landed[1]} "
+          f"exactly_once={landed[0] == landed[1] == len(expected)}")
+    print(f"wall_s={wall:.1f} pages_per_s={landed[0] / wall:.1f} seed_to_first_row_s={first:.1f} "
+          f"fetch_time_sum_s={stages:.1f} batch_size={args.batch_size} host_delay_ms={args.host_delay_ms} "
+          f"runs={runs} cores={os.cpu_count()}")
+    print(f"cpu_s_this_process={cpu_after.user - cpu_before.user + cpu_after.system - cpu_before.system:.1f} "
+          f"cpu_s_children={cpu_after.children_user - cpu_before.children_user:.1f}")
+
+
+if __name__ == "__main__":
+    main()
