@@ -60,14 +60,22 @@ class CrawlRequestConfig(Config):  # type: ignore[misc]
     max_pages: int = Field(10_000, description="Most URLs the crawl admits.")
     max_depth: int = Field(10, description="Most link hops from a seed.")
     scope: str = Field("host", description="host | domain | any")
+    allow: list[str] = Field(default_factory=list, description="Follow only URLs matching one of these regexes.")
+    deny: list[str] = Field(default_factory=list, description="Never follow URLs matching one of these regexes.")
+    max_pages_per_host: int = Field(0, description="Most URLs admitted per host (0: no cap).")
+    user_agent: str = Field("", description="User-Agent of this crawl (empty: CRAWL_USER_AGENT).")
+    use_sitemaps: bool = Field(False, description="Also seed from the seed hosts' sitemaps.")
 
 
 @op
 def submit_crawl_request(context: OpExecutionContext, config: CrawlRequestConfig,
                          crawl: CrawlSettingsResource) -> str:
     try:
-        request = build_crawl_request(config.seeds, config.crawl_id or None, config.max_pages,
-                                      config.max_depth, config.scope)
+        request = build_crawl_request(
+            config.seeds, config.crawl_id or None, config.max_pages, config.max_depth, config.scope,
+            allow=config.allow, deny=config.deny, max_pages_per_host=config.max_pages_per_host,
+            user_agent=config.user_agent, use_sitemaps=config.use_sitemaps,
+        )
     except ValueError as err:  # InvalidURLError is a ValueError
         raise Failure(f"bad crawl request: {err}") from None
     submit_crawl(crawl.bus(), request)

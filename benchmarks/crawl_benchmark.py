@@ -78,7 +78,7 @@ def main() -> None:
             kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
             seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
             duckdb_path=tmp / "crawl.duckdb", dagster_home=tmp / "dagster_home", batch_size=args.batch_size,
-            host_delay_ms=args.host_delay_ms, allow_private_networks=True,
+            host_delay_ms=args.host_delay_ms, allowed_networks=["127.0.0.0/8"],
         )
         store = CrawlStore.from_settings(settings)
         expected = site.expected_urls(server.base_url)

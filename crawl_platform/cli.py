@@ -63,6 +63,14 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
                        help=f"most link hops from a seed ({settings.default_max_depth})")
     crawl.add_argument("--scope", choices=SCOPES, default=settings.default_scope,
                        help=f"which links to follow ({settings.default_scope})")
+    crawl.add_argument("--allow", action="append", default=[], metavar="REGEX",
+                       help="follow only URLs matching one of these (repeatable)")
+    crawl.add_argument("--deny", action="append", default=[], metavar="REGEX",
+                       help="never follow URLs matching one of these (repeatable)")
+    crawl.add_argument("--max-pages-per-host", type=int, default=0, help="most URLs admitted per host (0: no cap)")
+    crawl.add_argument("--user-agent", default="", help="User-Agent of this crawl (default: CRAWL_USER_AGENT)")
+    crawl.add_argument("--sitemaps", action="store_true",
+                       help="also seed from the seed hosts' sitemaps (robots.txt Sitemap: lines, /sitemap.xml)")
     crawl.add_argument("--wait", action="store_true", help="block until the crawl has no pending URLs")
     crawl.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N seconds (0: never)")
 
@@ -95,7 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _crawl(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        request = build_crawl_request(args.urls, args.crawl_id, args.max_pages, args.max_depth, args.scope)
+        request = build_crawl_request(
+            args.urls, args.crawl_id, args.max_pages, args.max_depth, args.scope, allow=args.allow,
+            deny=args.deny, max_pages_per_host=args.max_pages_per_host, user_agent=args.user_agent,
+            use_sitemaps=args.sitemaps,
+        )
     except InvalidURLError as exc:  # nothing is enqueued when any seed is bad
         return fail(f"bad seed: {exc}", EXIT_USAGE)
     except ValueError as exc:

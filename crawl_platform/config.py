@@ -104,10 +104,11 @@ class Settings(BaseSettings):
     )
     max_redirects: int = Field(5, ge=0, validation_alias=AliasChoices("CRAWL_MAX_REDIRECTS", "max_redirects"))
     obey_robots: bool = Field(True, validation_alias=AliasChoices("CRAWL_OBEY_ROBOTS", "obey_robots"))
-    allow_private_networks: bool = Field(
-        False,
-        validation_alias=AliasChoices("CRAWL_ALLOW_PRIVATE_NETWORKS", "allow_private_networks"),
-        description="Permit fetching loopback/private addresses (the demo site and tests need it).",
+    allowed_networks: list[str] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("CRAWL_ALLOWED_NETWORKS", "allowed_networks"),
+        description='JSON list of CIDRs the fetcher may connect to although they are private, loopback '
+        'or link-local, e.g. ["127.0.0.0/8"]. Empty: only public addresses (the SSRF guard).',
     )
     parser: Literal["lxml", "bs4"] = Field(
         "lxml", validation_alias=AliasChoices("CRAWL_PARSER", "parser"),
@@ -123,6 +124,11 @@ class Settings(BaseSettings):
     )
     default_scope: Scope = Field("host", validation_alias=AliasChoices("CRAWL_DEFAULT_SCOPE", "default_scope"))
 
+    @property
+    def allow_private_networks(self) -> bool:
+        """Whether any non-public network is allowed (until the fetcher takes CIDRs)."""
+        return bool(self.allowed_networks)
+
     def to_env(self) -> dict[str, str]:
         """Every setting as the environment variable that sets it (hands settings to child processes)."""
         env = {}
@@ -130,7 +136,7 @@ class Settings(BaseSettings):
             alias = info.validation_alias
             var = alias.choices[0] if isinstance(alias, AliasChoices) else name.upper()
             value = getattr(self, name)
-            env[str(var)] = json.dumps(value) if isinstance(value, dict) else str(value)
+            env[str(var)] = json.dumps(value) if isinstance(value, dict | list) else str(value)
         return env
 
     def kafka_config(self) -> dict[str, str]:

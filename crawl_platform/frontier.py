@@ -10,6 +10,7 @@ what :meth:`Frontier.expand` reads; :mod:`crawl_platform.bus` carries what it pu
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -71,10 +72,14 @@ class Frontier:
         seeds = sorted({canonicalize(s) for s in request.seeds})
         with self.store.write() as con:
             con.execute(
-                """INSERT INTO crawls VALUES (?, ?, ?, ?, ?, ?, ?)
-                   ON CONFLICT DO NOTHING""",
+                """INSERT INTO crawls (crawl_id, seeds, scope, max_pages, max_depth, submitted_at,
+                                       registered_at, allow_patterns, deny_patterns, max_pages_per_host,
+                                       user_agent, use_sitemaps)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING""",
                 [request.crawl_id, seeds, request.scope, request.max_pages, request.max_depth,
-                 datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), _now()],
+                 datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), _now(),
+                 list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
+                 request.user_agent, request.use_sitemaps],
             )
             admitted = self._admit(con, [(request.crawl_id, url, 0) for url in seeds])
         return self._publish(admitted, len(seeds))
@@ -84,7 +89,7 @@ class Frontier:
         with self.store.write() as con:
             rows = con.execute(
                 """
-                SELECT b.crawl_id, b.depth + 1, k.dst_url, c.scope, c.seeds
+                SELECT b.crawl_id, b.depth + 1, k.dst_url, c.scope, c.seeds, c.allow_patterns, c.deny_patterns
                 FROM batch_items b
                 JOIN crawls c USING (crawl_id)
                 JOIN (SELECT url, max(version) AS v FROM pages
@@ -97,8 +102,10 @@ class Frontier:
             ).fetchall()
             scopes: dict[str, CrawlScope] = {}
             candidates: list[tuple[str, str, int]] = []
-            for crawl_id, depth, url, scope, seeds in rows:
-                crawl_scope = scopes.setdefault(crawl_id, CrawlScope.for_seeds(scope, list(seeds)))
+            for crawl_id, depth, url, scope, seeds, allow, deny in rows:
+                crawl_scope = scopes.get(crawl_id)
+                if crawl_scope is None:
+                    crawl_scope = scopes[crawl_id] = _scope_of(scope, seeds, allow, deny)
                 if crawl_scope.admits(url):
                     candidates.append((crawl_id, url, depth))
             admitted = self._admit(con, candidates)
@@ -176,7 +183,8 @@ class Frontier:
 
     # --- internals -----------------------------------------------------------------------------
     def _admit(self, con: Any, candidates: list[tuple[str, str, int]]) -> list[FrontierURL]:
-        """Insert new (crawl, url) pairs as ``discovered``, within each crawl's max_pages."""
+        """Insert new (crawl, url) pairs as ``discovered``, within each crawl's max_pages and
+        max_pages_per_host; shallower URLs first, so a cap cuts the deepest ones."""
         if not candidates:
             return []
         table = pa.table({
@@ -189,16 +197,26 @@ class Frontier:
         rows = con.execute(
             """
             INSERT INTO frontier (url, crawl_id, depth, state, discovered_at, host, updated_at)
-            SELECT n.url, n.crawl_id, n.depth, 'discovered', $1, n.host, $1
-            FROM (SELECT c.*, row_number() OVER (PARTITION BY c.crawl_id ORDER BY c.depth, c.url) AS rn
-                  FROM (SELECT crawl_id, url, min(depth) AS depth, any_value(host) AS host
-                        FROM candidates GROUP BY crawl_id, url) c
-                  ANTI JOIN frontier f ON f.crawl_id = c.crawl_id AND f.url = c.url) n
-            JOIN (SELECT cr.crawl_id, cr.max_pages - count(f.url) AS room
-                  FROM crawls cr LEFT JOIN frontier f USING (crawl_id)
-                  WHERE cr.crawl_id IN (SELECT crawl_id FROM candidates)
-                  GROUP BY cr.crawl_id, cr.max_pages) r USING (crawl_id)
-            WHERE n.rn <= r.room
+            SELECT url, crawl_id, depth, 'discovered', $1, host, $1
+            FROM (SELECT capped.*,
+                         row_number() OVER (PARTITION BY crawl_id ORDER BY depth, url) AS rn
+                  FROM (SELECT n.*, r.room
+                        FROM (SELECT c.*,
+                                     row_number() OVER (PARTITION BY c.crawl_id, c.host ORDER BY c.depth, c.url)
+                                         AS host_rn
+                              FROM (SELECT crawl_id, url, min(depth) AS depth, any_value(host) AS host
+                                    FROM candidates GROUP BY crawl_id, url) c
+                              ANTI JOIN frontier f ON f.crawl_id = c.crawl_id AND f.url = c.url) n
+                        JOIN (SELECT cr.crawl_id, cr.max_pages - count(f.url) AS room,
+                                     coalesce(cr.max_pages_per_host, 0) AS per_host
+                              FROM crawls cr LEFT JOIN frontier f USING (crawl_id)
+                              WHERE cr.crawl_id IN (SELECT crawl_id FROM candidates)
+                              GROUP BY cr.crawl_id, cr.max_pages, cr.max_pages_per_host) r USING (crawl_id)
+                        LEFT JOIN (SELECT crawl_id, host, count(*) AS used FROM frontier
+                                   WHERE crawl_id IN (SELECT crawl_id FROM candidates)
+                                   GROUP BY crawl_id, host) h ON h.crawl_id = n.crawl_id AND h.host = n.host
+                        WHERE r.per_host = 0 OR n.host_rn + coalesce(h.used, 0) <= r.per_host) capped)
+            WHERE rn <= room
             RETURNING crawl_id, url, depth
             """,
             [_now()],
@@ -222,3 +240,12 @@ class Frontier:
                     [_now()],
                 )
         return FrontierGrowth(discovered, len(urls), len(confirmed), len(urls) - len(confirmed))
+
+
+def _scope_of(scope: str, seeds: list[str], allow: list[str] | None, deny: list[str] | None) -> CrawlScope:
+    try:
+        return CrawlScope.for_seeds(scope, list(seeds), allow or (), deny or ())  # type: ignore[arg-type]
+    except re.error:
+        # Patterns are validated on submission; one that slipped through blocks nothing rather
+        # than stalling the whole batch.
+        return CrawlScope.for_seeds(scope, list(seeds))  # type: ignore[arg-type]

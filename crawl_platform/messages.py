@@ -35,6 +35,11 @@ class CrawlRequest:
     max_depth: int
     scope: Scope
     submitted_at: float
+    allow_patterns: tuple[str, ...] = ()  # regexes; when given, a URL must match one
+    deny_patterns: tuple[str, ...] = ()  # regexes; a URL matching one is skipped
+    max_pages_per_host: int = 0  # 0: no per-host cap
+    user_agent: str = ""  # empty: the platform's CRAWL_USER_AGENT
+    use_sitemaps: bool = False  # also seed from the seed hosts' sitemaps
     TYPE = "crawl_request"
     VERSION = 1
 
@@ -97,7 +102,7 @@ def _load(payload: bytes | None, expected_type: str, expected_version: int) -> d
 def _field(body: dict[str, Any], name: str, kind: type) -> Any:
     value = body.get(name)
     # bool is an int subclass; a JSON true must not pass as a page limit.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise MessageDecodeError(f"field {name!r} must be {kind.__name__}, got {value!r}")
     return value
 
@@ -120,6 +125,9 @@ def decode_crawl_request(payload: bytes | None) -> CrawlRequest:
     max_depth = _field(body, "max_depth", int)
     if not 0 <= max_depth <= MAX_DEPTH_LIMIT:
         raise MessageDecodeError(f"field 'max_depth' must be 0..{MAX_DEPTH_LIMIT}, got {max_depth}")
+    per_host = _optional(body, "max_pages_per_host", int, 0)
+    if not 0 <= per_host <= MAX_PAGES_LIMIT:
+        raise MessageDecodeError(f"field 'max_pages_per_host' must be 0..{MAX_PAGES_LIMIT}, got {per_host}")
     return CrawlRequest(
         crawl_id=_field(body, "crawl_id", str),
         seeds=tuple(seeds),
@@ -127,7 +135,24 @@ def decode_crawl_request(payload: bytes | None) -> CrawlRequest:
         max_depth=max_depth,
         scope=scope,
         submitted_at=float(submitted),
+        allow_patterns=_strings(body, "allow_patterns"),
+        deny_patterns=_strings(body, "deny_patterns"),
+        max_pages_per_host=per_host,
+        user_agent=_optional(body, "user_agent", str, ""),
+        use_sitemaps=_optional(body, "use_sitemaps", bool, False),
     )
+
+
+def _optional(body: dict[str, Any], name: str, kind: type, default: Any) -> Any:
+    """A field added after v1 was published: absent means ``default``."""
+    return default if body.get(name) is None else _field(body, name, kind)
+
+
+def _strings(body: dict[str, Any], name: str) -> tuple[str, ...]:
+    value = body.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MessageDecodeError(f"field {name!r} must be a list of strings, got {value!r}")
+    return tuple(value)
 
 
 def decode_frontier_url(payload: bytes | None) -> FrontierURL:

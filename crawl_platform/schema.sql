@@ -55,3 +55,22 @@ CREATE TABLE IF NOT EXISTS batch_items (
     outcome  VARCHAR NOT NULL,           -- fetched | failed | disallowed | skipped
     PRIMARY KEY (batch_id, crawl_id, url)
 );
+-- Per-host state shared by all runs: robots.txt cache and adaptive politeness.
+CREATE TABLE IF NOT EXISTS hosts (
+    host              VARCHAR PRIMARY KEY,   -- scheme://host[:port]
+    robots_status     INTEGER,               -- HTTP status of robots.txt; NULL = network error
+    robots_body       VARCHAR,
+    robots_fetched_at TIMESTAMP,
+    delay_ms          INTEGER,               -- current adaptive gap between requests
+    updated_at        TIMESTAMP NOT NULL
+);
+-- Columns added after the first release (existing files are migrated in place).
+ALTER TABLE pages ADD COLUMN IF NOT EXISTS etag VARCHAR;
+ALTER TABLE pages ADD COLUMN IF NOT EXISTS last_modified VARCHAR;
+ALTER TABLE pages ADD COLUMN IF NOT EXISTS redirect_chain VARCHAR[];
+ALTER TABLE pages ADD COLUMN IF NOT EXISTS charset VARCHAR;
+ALTER TABLE crawls ADD COLUMN IF NOT EXISTS allow_patterns VARCHAR[];
+ALTER TABLE crawls ADD COLUMN IF NOT EXISTS deny_patterns VARCHAR[];
+ALTER TABLE crawls ADD COLUMN IF NOT EXISTS max_pages_per_host INTEGER;
+ALTER TABLE crawls ADD COLUMN IF NOT EXISTS user_agent VARCHAR;
+ALTER TABLE crawls ADD COLUMN IF NOT EXISTS use_sitemaps BOOLEAN;

@@ -130,8 +130,8 @@ def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> S
     }
     if embedded and "kafka_producer_config" not in settings.model_fields_set:
         update["kafka_producer_config"] = EMBEDDED_PRODUCER_CONFIG
-    if allow_private and "allow_private_networks" not in settings.model_fields_set:
-        update["allow_private_networks"] = True
+    if allow_private and "allowed_networks" not in settings.model_fields_set:
+        update["allowed_networks"] = ["127.0.0.0/8"]  # the demo site is on loopback
     return settings.model_copy(update=update)
 
 

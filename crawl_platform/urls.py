@@ -9,6 +9,7 @@ the crawl.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -19,6 +20,12 @@ from w3lib.url import canonicalize_url
 from crawl_platform.config import Scope
 
 MAX_URL_LENGTH = 2048
+MAX_QUERY_PARAMS = 16
+MAX_PATH_SEGMENTS = 32
+MAX_SEGMENT_REPEATS = 3
+SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid",
+                            "cfid", "cftoken", "zenid", "osscsid"})
+_PATH_SESSION = re.compile(r";(?:jsessionid|phpsessid|sessionid|sid)=[^/?#]*", re.I)
 _HOST = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+")  # DNS names (underscores occur in the wild) or IPv6
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # No network: the public-suffix list bundled with tldextract is used as is.
@@ -59,8 +66,17 @@ def canonicalize(url: str) -> str:
     netloc = f"[{host}]" if ":" in host else host
     if port is not None and port != _DEFAULT_PORTS[scheme]:
         netloc = f"{netloc}:{port}"
-    rebuilt = urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+    path = _PATH_SESSION.sub("", parts.path) or "/"
+    rebuilt = urlunsplit((scheme, netloc, path, _strip_session_params(parts.query), ""))
     return canonicalize_url(rebuilt, keep_fragments=False)
+
+
+def _strip_session_params(query: str) -> str:
+    """Drop session-id parameters: the same page under a new id each visit is a classic trap."""
+    if not query:
+        return query
+    kept = [pair for pair in query.split("&") if pair.split("=", 1)[0].lower() not in SESSION_PARAMS]
+    return "&".join(kept)
 
 
 def resolve_link(base_url: str, href: str) -> str | None:
@@ -84,22 +100,63 @@ def registered_domain(host: str) -> str:
     """Registered domain of a host (``a.b.example.co.uk`` -> ``example.co.uk``); IPs map to themselves."""
     hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
     extracted = _SUFFIXES(hostname)
-    return extracted.top_domain_under_public_suffix or hostname
+    if extracted.top_domain_under_public_suffix:
+        return str(extracted.top_domain_under_public_suffix)
+    labels = hostname.split(".")
+    if len(labels) > 2 and not labels[-1].isdigit():
+        # A suffix the public list does not know (.example, .internal): treat the last label as one.
+        return ".".join(labels[-2:])
+    return hostname
+
+
+def trap_reason(url: str) -> str | None:
+    """Why a canonical URL looks like a crawler trap, or None. Calendars and other infinite
+    spaces that pass these checks are stopped by the crawl's depth and page caps."""
+    parts = urlsplit(url)
+    if parts.query and parts.query.count("&") + 1 > MAX_QUERY_PARAMS:
+        return f"more than {MAX_QUERY_PARAMS} query parameters"
+    segments = [s for s in parts.path.split("/") if s]
+    if len(segments) > MAX_PATH_SEGMENTS:
+        return f"more than {MAX_PATH_SEGMENTS} path segments"
+    for width in (1, 2, 3):
+        run = 1
+        for i in range(width, len(segments) - width + 1, width):
+            run = run + 1 if segments[i:i + width] == segments[i - width:i] else 1
+            if run >= MAX_SEGMENT_REPEATS:
+                return f"path segments repeat: {'/'.join(segments[i - width:i])}"
+    return None
 
 
 @dataclass(frozen=True)
 class CrawlScope:
-    """Which discovered URLs belong to a crawl, given its seeds."""
+    """Which discovered URLs belong to a crawl: seeds' host/domain, allow/deny regexes, traps."""
 
     scope: Scope
     seed_hosts: frozenset[str]
+    allow: tuple[re.Pattern[str], ...] = ()
+    deny: tuple[re.Pattern[str], ...] = ()
 
     @classmethod
-    def for_seeds(cls, scope: Scope, seeds: list[str]) -> CrawlScope:
-        return cls(scope, frozenset(host_of(s) for s in seeds))
+    def for_seeds(cls, scope: Scope, seeds: list[str], allow: Sequence[str] = (),
+                  deny: Sequence[str] = ()) -> CrawlScope:
+        """Raises re.error for a pattern that does not compile."""
+        return cls(scope, frozenset(host_of(s) for s in seeds),
+                   tuple(re.compile(p) for p in allow), tuple(re.compile(p) for p in deny))
+
+    def rejection(self, url: str) -> str | None:
+        """Why ``url`` (canonical) is outside the crawl, or None when it belongs to it."""
+        if not self._in_domain(url):
+            return f"outside {self.scope} scope"
+        if self.allow and not any(p.search(url) for p in self.allow):
+            return "matches no allow pattern"
+        if any(p.search(url) for p in self.deny):
+            return "matches a deny pattern"
+        return trap_reason(url)
 
     def admits(self, url: str) -> bool:
-        """True when ``url`` (canonical) is inside the crawl's scope."""
+        return self.rejection(url) is None
+
+    def _in_domain(self, url: str) -> bool:
         if self.scope == "any":
             return True
         host = host_of(url)

@@ -44,7 +44,7 @@ def settings(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
         duckdb_path=tmp_path / "crawl.duckdb",
         dagster_home=tmp_path / "dagster_home",
         host_delay_ms=0,
-        allow_private_networks=True,
+        allowed_networks=["127.0.0.0/8"],
         batch_size=50,
     )
 

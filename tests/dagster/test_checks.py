@@ -103,7 +103,9 @@ def db_path(tmp_path: Path) -> str:
     ]
     with duckdb.connect(path) as con:
         con.execute(SCHEMA.read_text())
-        con.executemany("INSERT INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", pages)
+        columns = ("url, crawl_id, version, status, fetched_at, content_hash, content_type, final_url, batch_id, "
+                   "error, content_length, elapsed_ms")
+        con.executemany(f"INSERT INTO pages ({columns}) VALUES ({', '.join('?' * 12)})", pages)
         con.executemany("INSERT INTO documents VALUES (?, ?, ?, ?)", documents)
     return path
 

@@ -33,7 +33,7 @@ def platform(broker, tmp_path_factory):
         kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
         seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
         topic_partitions=4, duckdb_path=tmp / "crawl.duckdb", dagster_home=tmp / "dagster_home",
-        host_delay_ms=0, allow_private_networks=True, batch_size=60,
+        host_delay_ms=0, allowed_networks=["127.0.0.0/8"], batch_size=60,
     )
     with fresh_postgres_database() as pg_url:
         write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=4)

@@ -72,7 +72,10 @@ def test_one_bad_seed_among_good_ones_enqueues_nothing(settings, bus):
 
 @pytest.mark.parametrize(("flag", "value", "reason"),
                          [("--max-pages", "0", "max-pages must be between 1 and"),
-                          ("--max-depth", "-1", "max-depth must be between 0 and")])
+                          ("--max-depth", "-1", "max-depth must be between 0 and"),
+                          ("--allow", "(", "is not a valid regular expression"),
+                          ("--deny", "[a-", "is not a valid regular expression"),
+                          ("--max-pages-per-host", "-3", "max-pages-per-host must be between 0 and")])
 def test_bad_limits_are_one_line_exit_2(settings, bus, flag, value, reason):
     done = _cli(settings, "crawl", "http://example.com/", flag, value)
     assert done.returncode == 2
@@ -101,6 +104,17 @@ def test_good_seed_enqueues_one_crawl_request_with_its_limits(settings, bus):
     assert request.seeds == ("http://example.com/a",)
     assert (request.max_pages, request.max_depth, request.scope) == (7, 2, "domain")
     assert before <= request.submitted_at <= time.time()
+
+
+def test_scope_flags_travel_with_the_request(settings, bus):
+    done = _cli(settings, "crawl", "http://example.com/", "--crawl-id", "flags", "--allow", "/shop/",
+                "--allow", "/blog/", "--deny", r"\.pdf$", "--max-pages-per-host", "9",
+                "--user-agent", "ShopBot/1", "--sitemaps")
+    assert done.returncode == 0, done.stderr
+    (request,) = _seed_messages(bus)
+    assert request.allow_patterns == ("/shop/", "/blog/")
+    assert request.deny_patterns == (r"\.pdf$",)
+    assert (request.max_pages_per_host, request.user_agent, request.use_sitemaps) == (9, "ShopBot/1", True)
 
 
 def test_defaults_come_from_settings_and_the_crawl_id_from_the_first_seed(settings, bus):

@@ -283,7 +283,8 @@ def test_republish_stale_does_not_depend_on_the_machine_time_zone(settings, stor
         store = CrawlStore.from_settings(settings)
         old = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=120)
         with store.write() as con:
-            con.execute("INSERT INTO crawls VALUES ('c1', ['http://a.example/'], 'host', 10, 1, ?, ?)",
+            con.execute("INSERT INTO crawls (crawl_id, seeds, scope, max_pages, max_depth, submitted_at, "
+                        "registered_at) VALUES ('c1', ['http://a.example/'], 'host', 10, 1, ?, ?)",
                         [old, old])
             con.execute("INSERT INTO frontier VALUES ('http://a.example/', 'c1', 0, 'discovered', ?, "
                         "'a.example', ?, NULL)", [old, old])
