@@ -2,22 +2,17 @@
 -> DuckDB -> frontier topic -> ... on the real broker, a Dagster instance on PostgreSQL and a
 generated site of a few hundred pages on loopback."""
 
-import os
 import subprocess
 import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from crawl_platform.bus import KafkaBus, OffsetRange
-from crawl_platform.config import Settings
 from crawl_platform.demo_site import DemoSite
 from crawl_platform.messages import decode_dead_letter
-from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml
 from crawl_platform.store import CrawlStore
-from tests.conftest import fresh_postgres_database
+from tests.e2e.conftest import cli
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -25,29 +20,8 @@ SITE_PAGES = 300
 
 
 @pytest.fixture(scope="module")
-def platform(broker, tmp_path_factory):
-    """Daemon (sensors, run queue, run launcher) with instance storage on PostgreSQL."""
-    tmp = tmp_path_factory.mktemp("platform")
-    tag = uuid.uuid4().hex[:8]
-    settings = Settings(
-        kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
-        seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
-        topic_partitions=4, duckdb_path=tmp / "crawl.duckdb", dagster_home=tmp / "dagster_home",
-        host_delay_ms=0, allowed_networks=["127.0.0.0/8"], batch_size=60,
-    )
-    with fresh_postgres_database() as pg_url:
-        write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=4)
-        env = {**os.environ, **settings.to_env()}
-        dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
-        dagster.start()
-        time.sleep(5)
-        assert not dagster.dead(), "the Dagster daemon exited at start; see its log below"
-        try:
-            yield settings, env
-        finally:
-            dagster.stop()
-            for log in sorted((tmp / "logs").glob("*.log")):
-                sys.stderr.write(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}\n")
+def platform(start_platform):
+    return start_platform(host_delay_ms=0, batch_size=60)
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +29,6 @@ def demo():
     site = DemoSite(n_pages=SITE_PAGES, seed=11)
     with site.serve() as server:
         yield site, server
-
-
-def cli(env, *args, timeout=400):
-    return subprocess.run([sys.executable, "-m", "crawl_platform.cli", *args], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def test_crawl_lands_exactly_the_reachable_site_then_recrawl_versions_only_the_changed_page(platform, demo):

@@ -1,0 +1,58 @@
+"""How long one frontier-sensor tick takes with a large backlog (issue: ticks finish in seconds).
+
+    .venv/bin/python benchmarks/sensor_tick.py --pending 100000
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dagster import DagsterInstance, build_sensor_context  # noqa: E402
+
+from crawl_platform.broker import EmbeddedBroker  # noqa: E402
+from crawl_platform.bus import KafkaBus  # noqa: E402
+from crawl_platform.config import Settings  # noqa: E402
+from crawl_platform.messages import FrontierURL  # noqa: E402
+from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG  # noqa: E402
+from resources.crawl import CrawlSettingsResource  # noqa: E402
+from sensors.kafka import frontier_sensor  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pending", type=int, default=100_000)
+    args = parser.parse_args()
+    with EmbeddedBroker(port=0) as broker, DagsterInstance.ephemeral() as instance:
+        tag = uuid.uuid4().hex[:6]
+        settings = Settings(kafka_bootstrap_servers=broker.bootstrap_servers,
+                            kafka_producer_config=EMBEDDED_PRODUCER_CONFIG, frontier_topic=f"f-{tag}",
+                            seeds_topic=f"s-{tag}", dead_letter_topic=f"d-{tag}",
+                            duckdb_path=Path(tempfile.mkdtemp()) / "c.duckdb")
+        os.environ.update(settings.to_env())
+        bus = KafkaBus.from_settings(settings)
+        bus.ensure_topics()
+        started = time.monotonic()
+        urls = [FrontierURL("bench", f"http://host{i % 500}.example/p{i}", 1) for i in range(args.pending)]
+        assert all(bus.publish_frontier(urls))
+        produce_s = time.monotonic() - started
+        cursor, ticks = None, []
+        for _ in range(3):
+            context = build_sensor_context(instance=instance, cursor=cursor,
+                                           resources={"crawl": CrawlSettingsResource()})
+            started = time.monotonic()
+            result = frontier_sensor(context)
+            ticks.append((time.monotonic() - started, len(result.run_requests)))
+            cursor = result.cursor
+    print(f"pending={args.pending} produce_s={produce_s:.1f}")
+    for i, (seconds, runs) in enumerate(ticks):
+        print(f"tick {i}: {seconds * 1000:.0f} ms, {runs} run requests")
+
+
+if __name__ == "__main__":
+    main()

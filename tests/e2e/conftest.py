@@ -1,0 +1,58 @@
+"""The platform as a user runs it, for end-to-end tests: the Dagster daemon (sensors, run queue,
+run launcher) on this repository's workspace, instance storage on PostgreSQL, the session's
+broker, per-module topics and DuckDB file."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from crawl_platform.config import Settings
+from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml
+from tests.conftest import fresh_postgres_database
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def start_platform(broker, tmp_path_factory):
+    """Call with Settings overrides; returns (settings, env). Stopped at the end of the module."""
+    started = []
+
+    def start(max_concurrent_runs: int = 4, **overrides):
+        tmp = tmp_path_factory.mktemp("platform")
+        tag = uuid.uuid4().hex[:8]
+        values = {
+            "kafka_bootstrap_servers": broker.bootstrap_servers, "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG,
+            "seeds_topic": f"seeds-{tag}", "frontier_topic": f"frontier-{tag}", "dead_letter_topic": f"dead-{tag}",
+            "topic_partitions": 4, "duckdb_path": tmp / "crawl.duckdb", "dagster_home": tmp / "dagster_home",
+            "allowed_networks": ["127.0.0.0/8"], **overrides,
+        }
+        settings = Settings(**values)
+        database = fresh_postgres_database()
+        pg_url = database.__enter__()
+        write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=max_concurrent_runs)
+        env = {**os.environ, **settings.to_env()}
+        dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
+        dagster.start()
+        started.append((dagster, database, tmp))
+        time.sleep(5)
+        assert not dagster.dead(), f"the Dagster daemon exited at start; see {tmp / 'logs'}"
+        return settings, env
+
+    yield start
+    for dagster, database, tmp in started:
+        dagster.stop()
+        database.__exit__(None, None, None)
+        for log in sorted((tmp / "logs").glob("*.log")):
+            sys.stderr.write(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}\n")
+
+
+def cli(env, *args, timeout=400):
+    """Run the crawl-platform command line as a user would."""
+    return subprocess.run([sys.executable, "-m", "crawl_platform.cli", *args], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout, check=False)
