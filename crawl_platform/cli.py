@@ -53,6 +53,8 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     up.add_argument("--no-demo", action="store_true", help="do not serve and crawl the bundled demo site")
     up.add_argument("--port", type=int, default=3000, help="Dagster webserver port on 127.0.0.1 (3000)")
     up.add_argument("--demo-pages", type=int, default=300, help="pages of the demo site (300)")
+    up.add_argument("--broker-port", type=int, default=0,
+                    help="port of the embedded broker (default: the one in KAFKA_BOOTSTRAP_SERVERS' default, 19092)")
 
     crawl = sub.add_parser("crawl", help="submit a crawl to the seeds topic")
     crawl.add_argument("urls", nargs="+", metavar="URL", help="seed URLs (http/https)")
@@ -91,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "up":
             from crawl_platform.stack import run_stack  # noqa: PLC0415 - only `up` needs it
 
-            return run_stack(settings, args.port, demo_pages=0 if args.no_demo else args.demo_pages)
+            return run_stack(settings, args.port, demo_pages=0 if args.no_demo else args.demo_pages,
+                             broker_port=args.broker_port)
         if args.command == "crawl":
             return _crawl(settings, args)
         return _status(settings, args.crawl_id)

@@ -135,7 +135,7 @@ def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> S
     return settings.model_copy(update=update)
 
 
-def run_stack(settings: Settings, port: int, demo_pages: int) -> int:
+def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int = 0) -> int:
     """Run everything in the foreground until Ctrl-C or SIGTERM; returns the exit code."""
     if port_open("127.0.0.1", port):
         print(f"crawl-platform: port {port} is in use (another Dagster webserver?); use --port", file=sys.stderr)
@@ -148,9 +148,10 @@ def run_stack(settings: Settings, port: int, demo_pages: int) -> int:
     embedded = "kafka_bootstrap_servers" not in settings.model_fields_set
     broker = None
     if embedded:
-        host, _, broker_port = settings.kafka_bootstrap_servers.rpartition(":")
-        broker = EmbeddedBroker(host, int(broker_port), log_path=logs / "broker.log").start()
+        host, _, default_port = settings.kafka_bootstrap_servers.rpartition(":")
+        broker = EmbeddedBroker(host, broker_port or int(default_port), log_path=logs / "broker.log").start()
         print(f"embedded Kafka-wire broker (Tansu) on {broker.bootstrap_servers}, data in memory")
+        settings = settings.model_copy(update={"kafka_bootstrap_servers": broker.bootstrap_servers})
     child_settings = stack_settings(settings, embedded, allow_private=demo_pages > 0)
     workspace = Path.cwd() / "workspace.yaml"
     dagster = DagsterProcesses({**os.environ, **child_settings.to_env()}, logs, port,

@@ -2,8 +2,6 @@
 -> DuckDB -> frontier topic -> ... on the real broker, a Dagster instance on PostgreSQL and a
 generated site of a few hundred pages on loopback."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest

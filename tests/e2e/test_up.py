@@ -1,0 +1,73 @@
+"""`crawl-platform up` (what `make run` runs): the embedded stack starts, crawls the demo site,
+serves the Dagster UI, and Ctrl-C stops every process it started."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from crawl_platform.broker import free_port, port_open
+from tests.e2e.conftest import REPO
+
+pytestmark = pytest.mark.e2e
+
+
+def _graphql(port, query):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:  # loopback only
+        return json.loads(response.read())["data"]
+
+
+def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
+    ui_port, broker_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "CRAWL_", "DAGSTER_"))}
+    env |= {"DAGSTER_HOME": str(tmp_path / "home"), "CRAWL_DUCKDB_PATH": str(tmp_path / "crawl.duckdb"),
+            "CRAWL_HOST_DELAY_MS": "0"}
+    up = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "up", "--port", str(ui_port),
+                           "--broker-port", str(broker_port), "--demo-pages", "40"],
+                          env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 240
+        crawl_id = None
+        while time.monotonic() < deadline:
+            line = up.stdout.readline()
+            assert line, "up exited early:\n" + "".join(lines)
+            lines.append(line)
+            if "submitted crawl" in line:
+                crawl_id = line.rsplit(" ", 1)[1].strip()
+                break
+        assert crawl_id, "".join(lines)
+        assert port_open("127.0.0.1", ui_port)
+        status_env = {**env, "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker_port}"}
+        while time.monotonic() < deadline:
+            status = subprocess.run([sys.executable, "-m", "crawl_platform.cli", "status", "--crawl-id", crawl_id],
+                                    env=status_env, cwd=REPO, capture_output=True, text=True, check=False)
+            cells = [c.strip() for c in status.stdout.split("│") if c.strip()]
+            if status.returncode == 0 and crawl_id in cells and cells[cells.index(crawl_id) + 1] == "0":
+                break
+            time.sleep(2)
+        else:
+            pytest.fail("demo crawl did not finish:\n" + status.stdout + "".join(lines))
+        runs = _graphql(ui_port, "{ runsOrError { ... on Runs { results { status jobName } } } }")
+        succeeded = {r["jobName"] for r in runs["runsOrError"]["results"] if r["status"] == "SUCCESS"}
+        assert {"crawl_intake_job", "crawl_batch_job"} <= succeeded
+        repos = _graphql(ui_port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { "
+                                  "sensors { name sensorState { status } } } } } }")
+        states = {s["name"]: s["sensorState"]["status"]
+                  for repo in repos["repositoriesOrError"]["nodes"] for s in repo["sensors"]}
+        assert states == {"frontier_sensor": "RUNNING", "seeds_sensor": "RUNNING"}
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(60)
+    assert up.returncode == 0
+    for port in (ui_port, broker_port):
+        assert not port_open("127.0.0.1", port)
+    leftover = subprocess.run(["pgrep", "-f", str(tmp_path / "home")], capture_output=True, text=True, check=False)
+    assert leftover.stdout == ""
