@@ -5,7 +5,7 @@ from dagster import Definitions
 from assets.checks import quality_checks
 from assets.crawl_batch import crawl_batch, frontier
 from assets.intake import crawls, submit_crawl_job
-from assets.jobs import crawl_batch_job, crawl_intake_job
+from assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
 from resources.crawl import CrawlSettingsResource
 from resources.store import CrawlStoreResource
 from sensors.kafka import frontier_sensor, seeds_sensor
@@ -14,7 +14,7 @@ from sensors.schedules import recrawl_daily
 defs = Definitions(
     assets=[crawls, crawl_batch, frontier],
     asset_checks=quality_checks,
-    jobs=[crawl_batch_job, crawl_intake_job, submit_crawl_job],
+    jobs=[crawl_batch_job, crawl_batch_celery_job, crawl_intake_job, submit_crawl_job],
     sensors=[frontier_sensor, seeds_sensor],
     schedules=[recrawl_daily],
     resources={"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource()},

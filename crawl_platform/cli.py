@@ -76,6 +76,9 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     crawl.add_argument("--wait", action="store_true", help="block until the crawl has no pending URLs")
     crawl.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N seconds (0: never)")
 
+    worker = sub.add_parser("worker", help="run a Celery worker for the scale-out profile (CRAWL_EXECUTOR=celery)")
+    worker.add_argument("--concurrency", type=int, default=2, help="steps run at once by this worker (2)")
+
     status = sub.add_parser("status", help="pending, fetched, failed and pages/s per crawl")
     status.add_argument("--crawl-id", help="only this crawl")
     return parser
@@ -90,18 +93,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"invalid setting {name}={first.get('input')!r}: {first['msg']}", EXIT_USAGE)
     args = _parser(settings).parse_args(argv)
     try:
-        if args.command == "up":
-            from crawl_platform.stack import run_stack  # noqa: PLC0415 - only `up` needs it
-
-            return run_stack(settings, args.port, demo_pages=0 if args.no_demo else args.demo_pages,
-                             broker_port=args.broker_port)
-        if args.command == "crawl":
-            return _crawl(settings, args)
-        return _status(settings, args.crawl_id)
+        return _dispatch(settings, args)
     except (BusError, StoreBusyError, BrokerStartError) as exc:
         return fail(str(exc), EXIT_UNAVAILABLE)
     except KeyboardInterrupt:
         return 130
+
+
+def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
+    if args.command in ("up", "worker"):
+        # Only these two start processes; the others stay light.
+        from crawl_platform.stack import run_stack, run_worker  # noqa: PLC0415
+
+        if args.command == "worker":
+            return run_worker(settings, args.concurrency)
+        return run_stack(settings, args.port, demo_pages=0 if args.no_demo else args.demo_pages,
+                         broker_port=args.broker_port)
+    if args.command == "crawl":
+        return _crawl(settings, args)
+    return _status(settings, args.crawl_id)
 
 
 def _crawl(settings: Settings, args: argparse.Namespace) -> int:

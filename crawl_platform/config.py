@@ -80,6 +80,21 @@ class Settings(BaseSettings):
         description="The frontier sensor adds no batch runs while this many are waiting to start.",
     )
 
+    # --- Execution (scale-out profile) ---------------------------------------------------------
+    executor: Literal["in_process", "celery"] = Field(
+        "in_process", validation_alias=AliasChoices("CRAWL_EXECUTOR", "executor"),
+        description="Where batch runs execute their steps: in the run's process, or on Celery workers.",
+    )
+    celery_broker: str = Field(
+        "pyamqp://guest:guest@127.0.0.1:5672//",
+        validation_alias=AliasChoices("CRAWL_CELERY_BROKER", "celery_broker"),
+        description="Celery broker URL (RabbitMQ pyamqp://… or Redis redis://…).",
+    )
+    celery_backend: str = Field(
+        "rpc://", validation_alias=AliasChoices("CRAWL_CELERY_BACKEND", "celery_backend"),
+        description="Celery result backend (rpc:// with RabbitMQ, or redis://…).",
+    )
+
     # --- Fetching ------------------------------------------------------------------------------
     user_agent: str = Field(
         "crawl-platform/0.1 (+https://github.com/crawl-platform)",
@@ -138,6 +153,15 @@ class Settings(BaseSettings):
             value = getattr(self, name)
             env[str(var)] = json.dumps(value) if isinstance(value, dict | list) else str(value)
         return env
+
+    def celery_run_config(self) -> dict[str, object]:
+        """Executor run config of the Celery job: a lost worker's task goes to another worker."""
+        return {"execution": {"config": {
+            "broker": self.celery_broker,
+            "backend": self.celery_backend,
+            "config_source": {"task_acks_late": True, "task_reject_on_worker_lost": True,
+                              "worker_prefetch_multiplier": 1},
+        }}}
 
     def kafka_config(self) -> dict[str, str]:
         """librdkafka base configuration shared by producers, consumers and admin clients."""

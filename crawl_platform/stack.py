@@ -8,6 +8,7 @@ SIGTERM stops everything it started. The end-to-end tests use :class:`DagsterPro
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -204,3 +205,30 @@ def _supervise(dagster: DagsterProcesses, logs: Path) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def celery_worker_argv(settings: Settings, concurrency: int, name: str | None = None) -> list[str]:
+    """Command line of a Dagster Celery worker for this platform (config written into DAGSTER_HOME)."""
+    home = settings.dagster_home.resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "celery.yaml"
+    config.write_text(json.dumps(settings.celery_run_config()))  # JSON is valid YAML
+    argv = [str(Path(sys.executable).parent / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
+            "-y", str(config)]
+    if name:
+        argv += ["--name", name]
+    return [*argv, "--", f"--concurrency={concurrency}"]
+
+
+def run_worker(settings: Settings, concurrency: int) -> int:
+    """A Celery worker in the foreground until Ctrl-C; it runs batch steps of crawl_batch_celery_job."""
+    env = {**os.environ, **settings.to_env()}
+    env["DAGSTER_HOME"] = str(settings.dagster_home.resolve())
+    env["CRAWL_DUCKDB_PATH"] = str(settings.duckdb_path.resolve())
+    # dagster-celery starts `celery` from PATH: make it this environment's.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    print(f"Celery worker on {settings.celery_broker} (concurrency {concurrency}); Ctrl-C stops it", flush=True)
+    try:
+        return subprocess.call(celery_worker_argv(settings, concurrency), env=env)
+    except KeyboardInterrupt:
+        return 0

@@ -19,7 +19,7 @@ from dagster import (
 )
 
 from assets.crawl_batch import frontier_batches
-from assets.jobs import crawl_batch_job, crawl_intake_job
+from assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
 from crawl_platform.batching import batch_key, decode_cursor, encode_cursor, plan_batches
 from crawl_platform.bus import BusError, KafkaBus
 from resources.crawl import CrawlSettingsResource
@@ -37,7 +37,7 @@ def _watermarks(bus: KafkaBus, topic: str) -> dict[int, tuple[int, int]]:
 
 
 @sensor(
-    jobs=[crawl_batch_job, crawl_intake_job],
+    jobs=[crawl_batch_job, crawl_batch_celery_job, crawl_intake_job],
     minimum_interval_seconds=2,
     default_status=DefaultSensorStatus.RUNNING,
     description="Cuts the frontier topic into batches of at most CRAWL_BATCH_SIZE URLs, one run each.",
@@ -50,7 +50,10 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     except BusError as err:
         return SkipReason(f"Kafka unavailable: {err}")
     cursor, epoch = decode_cursor(context.cursor)
-    waiting = context.instance.get_runs_count(RunsFilter(job_name=crawl_batch_job.name, statuses=_WAITING))
+    celery = settings.executor == "celery"
+    batch_job = crawl_batch_celery_job if celery else crawl_batch_job
+    run_config: dict[str, object] = settings.celery_run_config() if celery else {}
+    waiting = context.instance.get_runs_count(RunsFilter(job_name=batch_job.name, statuses=_WAITING))
     room = max(0, settings.max_queued_runs - waiting)
     plan = plan_batches(watermarks, cursor, settings.batch_size, min(room, settings.max_runs_per_tick))
     requests: list[RunRequest] = []
@@ -64,8 +67,8 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     keys = [batch_key(epoch, r) for r in plan.ranges]
     requests += [
         RunRequest(
-            run_key=key, partition_key=key, job_name=crawl_batch_job.name,
-            run_config={"ops": {"crawl_batch": {"config": {"refetch_done": False}}}},
+            run_key=key, partition_key=key, job_name=batch_job.name,
+            run_config={**run_config, "ops": {"crawl_batch": {"config": {"refetch_done": False}}}},
             tags={"crawl/frontier_partition": str(r.partition)},
         )
         for key, r in zip(keys, plan.ranges, strict=True)

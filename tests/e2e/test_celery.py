@@ -1,0 +1,48 @@
+"""The scale-out profile: batch steps on a Celery worker (broker RabbitMQ or Redis, both real on
+this machine), Dagster state on PostgreSQL, started with `crawl-platform worker` as documented."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from crawl_platform.demo_site import DemoSite
+from crawl_platform.store import CrawlStore
+from tests.e2e.conftest import REPO, cli
+
+pytestmark = pytest.mark.e2e
+
+BROKERS = {
+    "rabbitmq": ("pyamqp://guest:guest@127.0.0.1:5672//", "rpc://"),
+    "redis": ("redis://127.0.0.1:6379/3", "redis://127.0.0.1:6379/4"),
+}
+
+
+@pytest.mark.parametrize("broker_name", sorted(BROKERS))
+def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platform, broker_name, tmp_path):
+    broker_url, backend = BROKERS[broker_name]
+    settings, env = start_platform(executor="celery", celery_broker=broker_url, celery_backend=backend,
+                                   host_delay_ms=0, batch_size=40)
+    log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - closed below
+    worker = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "worker", "--concurrency", "2"],
+                              env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        time.sleep(5)
+        assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+        with DemoSite(n_pages=80, seed=5).serve() as server:
+            done = cli(env, "crawl", server.base_url + "/", "--crawl-id", f"celery-{broker_name}",
+                       "--wait", "--timeout", "300")
+            assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "worker.log").read_text()[-3000:]
+            urls = [r[0] for r in CrawlStore.from_settings(settings).query("SELECT url FROM pages")]
+            assert sorted(urls) == sorted(server.site.expected_urls(server.base_url))
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(60)
+        log.close()
+    worker_log = (tmp_path / "worker.log").read_text()
+    # The worker, not the run process, executed the batch steps.
+    assert "dagster_celery.tasks.execute_plan" in worker_log or "execute_plan" in worker_log, worker_log[-2000:]
+    assert "succeeded" in worker_log
