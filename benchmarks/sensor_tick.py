@@ -13,15 +13,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dagster import DagsterInstance, build_sensor_context  # noqa: E402
+from dagster import DagsterInstance, build_sensor_context
 
-from crawl_platform.broker import EmbeddedBroker  # noqa: E402
-from crawl_platform.bus import KafkaBus  # noqa: E402
-from crawl_platform.config import Settings  # noqa: E402
-from crawl_platform.messages import FrontierURL  # noqa: E402
-from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG  # noqa: E402
-from resources.crawl import CrawlSettingsResource  # noqa: E402
-from sensors.kafka import frontier_sensor  # noqa: E402
+from crawl_platform.broker import EmbeddedBroker
+from crawl_platform.bus import KafkaBus
+from crawl_platform.config import Settings
+from crawl_platform.messages import FrontierURL
+from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG
+from resources.crawl import CrawlSettingsResource
+from sensors.kafka import frontier_sensor
 
 
 def main() -> None:

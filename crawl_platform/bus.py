@@ -29,6 +29,11 @@ class BusError(RuntimeError):
     """The broker could not be reached or refused an operation; ``str(err)`` says which."""
 
 
+class BatchLostError(BusError):
+    """The broker no longer holds a batch's offsets (it lost its log). Permanent: the batch's URLs
+    are still in the store and get re-published, so the batch itself is simply skipped."""
+
+
 @dataclass(frozen=True, order=True)
 class OffsetRange:
     """Offsets ``[start, end)`` of one topic partition: the unit a crawl batch is cut into."""
@@ -148,7 +153,7 @@ class KafkaBus:
                 TopicPartition(topic, offsets.partition), timeout=self.timeout_s
             )
             if low > offsets.start or high < offsets.end:
-                raise BusError(
+                raise BatchLostError(
                     f"{topic} {offsets.key} is no longer in the log (broker holds {low}-{high}); "
                     "the broker lost data: its URLs are re-published from the store"
                 )

@@ -8,14 +8,17 @@ a plain script or a test; the Dagster layer only adds scheduling, config and met
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from crawl_platform.bus import KafkaBus, OffsetRange
 from crawl_platform.config import Settings
-from crawl_platform.fetcher import Fetcher, FetchResult
+from crawl_platform.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.frontier import Frontier, FrontierGrowth
-from crawl_platform.landing import LandedBatch, land_batch
+from crawl_platform.hosts import load_hosts, origin_of
+from crawl_platform.landing import LandedBatch, land_batch, latest_validators
 from crawl_platform.messages import (
     DeadLetter,
     FrontierURL,
@@ -24,8 +27,9 @@ from crawl_platform.messages import (
     decode_frontier_url,
 )
 from crawl_platform.parser import ParsedPage, parse_html
+from crawl_platform.sitemaps import discover_sitemap_urls
 from crawl_platform.store import CrawlStore
-from crawl_platform.urls import InvalidURLError, canonicalize
+from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
 
 
 @dataclass
@@ -39,6 +43,7 @@ class BatchReport:
     fetched: int = 0
     failed: int = 0
     disallowed: int = 0
+    not_modified: int = 0
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
@@ -85,11 +90,12 @@ class BatchCrawler:
             self.bus.dead_letter(letters)
         report.dead_letters = len(letters)
         done = set() if refetch_done else self.frontier.done_urls(items)
-        to_fetch = [i.url for i in items if (i.crawl_id, i.url) not in done]
+        to_fetch = [i for i in items if (i.crawl_id, i.url) not in done]
+        requests = self._fetch_requests(to_fetch)
         report.seconds["read"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        results = self.fetcher.fetch_all(to_fetch)
+        results = self.fetcher.fetch_all(requests)
         report.seconds["fetch"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
@@ -100,10 +106,40 @@ class BatchCrawler:
         report.seconds["parse"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        landed = land_batch(self.store, batch_id, items, results, parsed)
+        hosts = self.fetcher.host_records({origin_of(i.url) for i in items})
+        landed = land_batch(self.store, batch_id, items, results, parsed, hosts)
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, items, results, landed)
         return report
+
+    def _fetch_requests(self, items: list[FrontierURL]) -> list[FetchRequest]:
+        """What the fetcher needs to know per URL, read in one go (one short DuckDB read per batch):
+        each crawl's User-Agent and scope, the validators of each page's latest version, and what
+        earlier runs learned about the batch's hosts (which primes the fetcher)."""
+        if not items:
+            return []
+        crawl_ids = sorted({i.crawl_id for i in items})
+        with self.store.read() as con:
+            crawls = con.execute(
+                """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns, user_agent
+                   FROM crawls WHERE list_contains(?, crawl_id)""",
+                [crawl_ids],
+            ).fetchall()
+            validators = latest_validators(con, sorted({i.url for i in items}))
+            hosts = load_hosts(con, {origin_of(i.url) for i in items})
+        self.fetcher.prime(hosts.values())
+        agents: dict[str, str | None] = {}
+        scopes: dict[str, CrawlScope] = {}
+        for crawl_id, scope, seeds, allow, deny, agent in crawls:
+            agents[crawl_id] = agent or None
+            scopes[crawl_id] = crawl_scope(scope, seeds, allow, deny)
+        return [
+            FetchRequest(i.url, user_agent=agents.get(i.crawl_id),
+                         in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
+                         etag=validators.get(i.url, (None, None))[0],
+                         last_modified=validators.get(i.url, (None, None))[1])
+            for i in items
+        ]
 
     def expand(self, batch_id: str) -> FrontierGrowth:
         """Grow the frontier from the batch's links; also re-publishes URLs the broker dropped."""
@@ -119,12 +155,23 @@ def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, Fet
         report.bytes += len(r.body)
         if r.disallowed:
             report.disallowed += 1
+        elif r.not_modified:
+            report.not_modified += 1
+            report.fetched += 1
         elif r.status is None or r.status >= 400:
             report.failed += 1
         else:
             report.fetched += 1
     report.new_versions = landed.new_versions
     report.links = landed.links
+
+
+def crawl_scope(scope: str, seeds: list[str], allow: list[str] | None, deny: list[str] | None) -> CrawlScope:
+    """The scope of a ``crawls`` row (a pattern that no longer compiles restricts nothing)."""
+    try:
+        return CrawlScope.for_seeds(scope, list(seeds), allow or (), deny or ())  # type: ignore[arg-type]
+    except re.error:
+        return CrawlScope.for_seeds(scope, list(seeds))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -136,15 +183,21 @@ class IntakeReport:
 
 
 class SeedIntake:
-    """Registers the crawl requests of one offset range of the seeds topic."""
+    """Registers the crawl requests of one offset range of the seeds topic.
 
-    def __init__(self, bus: KafkaBus, store: CrawlStore) -> None:
+    With a ``fetcher``, a crawl submitted with ``use_sitemaps`` also gets the in-scope URLs of
+    its seed hosts' sitemaps, admitted at depth 1 (up to the crawl's ``max_pages``).
+    """
+
+    def __init__(self, bus: KafkaBus, store: CrawlStore, fetcher: Fetcher | None = None) -> None:
         self.bus = bus
         self.frontier = Frontier(store, bus)
+        self.fetcher = fetcher
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SeedIntake:
-        return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings))
+        return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
+                   Fetcher.from_settings(settings))
 
     def register(self, offsets: OffsetRange) -> IntakeReport:
         report = IntakeReport()
@@ -160,7 +213,28 @@ class SeedIntake:
             report.crawls.append(request.crawl_id)
             report.admitted += growth.admitted
             report.published += growth.published
+            if getattr(request, "use_sitemaps", False) and self.fetcher is not None and request.max_depth >= 1:
+                from_sitemaps = self._admit_sitemap_urls(request, self.fetcher)
+                report.admitted += from_sitemaps.admitted
+                report.published += from_sitemaps.published
         if letters:
             self.bus.dead_letter(letters)
         report.dead_letters = len(letters)
         return report
+
+    def _admit_sitemap_urls(self, request: Any, fetcher: Fetcher) -> FrontierGrowth:
+        scope = crawl_scope(request.scope, [canonicalize(s) for s in request.seeds],
+                            list(getattr(request, "allow_patterns", ())), list(getattr(request, "deny_patterns", ())))
+        agent = getattr(request, "user_agent", "") or None
+        urls: dict[str, None] = {}
+        for seed in sorted({canonicalize(s) for s in request.seeds}):
+            room = request.max_pages - len(urls)
+            if room <= 0:
+                break
+            urls.update(dict.fromkeys(discover_sitemap_urls(fetcher, seed, room, user_agent=agent,
+                                                            in_scope=scope.admits)))
+        candidates = [(request.crawl_id, url, 1) for url in urls]
+        # Frontier has no public "admit these URLs" yet; _admit/_publish are its own two steps.
+        with self.frontier.store.write() as con:
+            admitted = self.frontier._admit(con, candidates)
+        return self.frontier._publish(admitted, len(candidates))

@@ -1,38 +1,64 @@
-"""Fetches a batch of URLs politely: one worker per host, hosts in parallel.
+"""Fetches a batch of URLs politely: one worker per host, hosts in parallel, every hop checked.
 
-Input is the list of URLs of one crawl batch; output is one :class:`FetchResult` per URL, never
-an exception: failures become results with ``error`` set so they land as rows. Per host the
-requests run one at a time, at least ``host_delay_s`` apart (or the robots.txt Crawl-delay, up
-to a cap), on one pooled keep-alive session. Redirects are followed by hand so every hop is
-checked against robots and the network guard.
+Input is a batch's :class:`FetchRequest` list (a URL plus, from its crawl, the User-Agent, the
+scope and the validators of the page's latest version); output is one :class:`FetchResult` per
+URL, never an exception: failures become results with ``error`` set, so they land as rows. Per
+URL the fetcher follows redirects by hand (each hop checked against the crawl's scope, robots.txt
+and the network guard; loops detected; the chain recorded), retries connection failures, 429 and
+5xx with backoff (:mod:`crawl_platform.retry`), spaces requests per host adaptively
+(:mod:`crawl_platform.hosts`) and sends conditional requests on a recrawl. The bounded HTTP
+exchange itself is :mod:`crawl_platform.transport`; robots.txt is :mod:`crawl_platform.robots`.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
+import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-import requests
-
 from crawl_platform.config import Settings
-from crawl_platform.robots import RobotsCache
-from crawl_platform.urls import InvalidURLError, canonicalize, host_of
+from crawl_platform.hosts import HostPacer, HostRecord, origin_of
+from crawl_platform.netguard import BlockedAddressError, NetworkGuard
+from crawl_platform.proxies import ProxyPool, redact
+from crawl_platform.retry import RetryPolicy, parse_retry_after
+from crawl_platform.robots import RobotsCache, fetch_robots_txt
+from crawl_platform.transport import ConnectionFailedError, Response, Transport, TransportError, media_type
+from crawl_platform.urls import InvalidURLError, canonicalize
 
 MAX_CRAWL_DELAY_S = 10.0
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _REDIRECTS = {301, 302, 303, 307, 308}
+_ROBOTS_UNREACHABLE = "robots.txt unreachable (server error or network failure): host skipped until it answers"
+_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    """One URL to fetch, with what its crawl says about it."""
+
+    url: str
+    user_agent: str | None = None  # None: the fetcher's default
+    in_scope: Callable[[str], bool] | None = None  # asked for every redirect target
+    etag: str | None = None  # validators of the latest stored version: a conditional GET
+    last_modified: str | None = None
+    accept_any: bool = False  # read a body of any content type (sitemaps), not just the allow-list
 
 
 @dataclass(frozen=True)
 class FetchResult:
-    """Outcome of fetching one URL (after redirects)."""
+    """Outcome of fetching one URL (after redirects).
+
+    ``status`` None means there was no final response and ``error`` says why; an error with a
+    status means the fetcher gave up on that response (retries exhausted). ``disallowed``
+    results are never requested and never land. A 304 (``not_modified``) lands no new version.
+    """
 
     url: str
     final_url: str
@@ -43,18 +69,45 @@ class FetchResult:
     fetched_at: datetime
     elapsed_ms: float
     disallowed: bool = False
+    redirect_chain: tuple[str, ...] = ()  # every URL that answered with a redirect, in order
+    etag: str | None = None
+    last_modified: str | None = None
+    attempts: int = 0  # requests sent for the final hop
+
+    @property
+    def not_modified(self) -> bool:
+        return self.status == 304
 
     @property
     def is_html(self) -> bool:
-        return self.status is not None and "html" in (self.content_type or "")
+        """A page to parse: an HTML answer whose body was read."""
+        if self.status is None or self.status == 304 or not self.body:
+            return False
+        media = media_type(self.content_type)
+        if media is None:  # no Content-Type at all: sniff
+            return self.body[:1024].lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
+        return media in HTML_TYPES
 
 
-class BlockedAddressError(Exception):
-    """The URL's host resolves to an address the network guard refuses."""
+@dataclass
+class _Trail:
+    """Where a fetch has got to: the URL being requested and the redirects before it."""
+
+    current: str
+    chain: list[str] = field(default_factory=list)
+
+
+class _NoResponseError(Exception):
+    """No response worth keeping for this hop; ``str`` is the error, ``attempts`` the requests sent."""
+
+    def __init__(self, message: str, attempts: int) -> None:
+        super().__init__(message)
+        self.attempts = attempts
 
 
 class Fetcher:
-    """HTTP client of the crawl; thread-safe, one instance per run."""
+    """HTTP client of the crawl; thread-safe. One instance per run: it holds the run's host state
+    (robots.txt, gaps) and a pool of worker threads whose keep-alive sessions serve every batch."""
 
     def __init__(
         self,
@@ -66,23 +119,44 @@ class Fetcher:
         host_delay_s: float = 0.25,
         concurrency: int = 16,
         obey_robots: bool = True,
-        allow_private_networks: bool = False,
+        allowed_networks: Sequence[str] = (),
+        deadline_s: float = 30.0,
+        content_types: Iterable[str] = HTML_TYPES,
+        retry: RetryPolicy | None = None,
+        max_crawl_delay_s: float = MAX_CRAWL_DELAY_S,
+        max_host_delay_s: float = 30.0,
+        slow_response_s: float = 2.0,
+        proxies: Sequence[str] = (),
+        robots_error_ttl_s: float = 300.0,
     ) -> None:
         self.user_agent = user_agent
-        self.timeout = (connect_timeout_s, read_timeout_s)
-        self.max_body_bytes = max_body_bytes
         self.max_redirects = max_redirects
-        self.host_delay_s = host_delay_s
         self.concurrency = concurrency
         self.obey_robots = obey_robots
-        self.allow_private_networks = allow_private_networks
-        self.robots = RobotsCache(self._fetch_robots)
-        self._local = threading.local()
-        self._last_request: dict[str, float] = {}
-        self._delay_lock = threading.Lock()
+        self.content_types = frozenset(t.lower() for t in content_types)
+        self.retry = retry or RetryPolicy()
+        self.max_crawl_delay_s = max_crawl_delay_s
+        self.transport = Transport(NetworkGuard(allowed_networks), connect_timeout_s, read_timeout_s,
+                                   deadline_s, max_body_bytes, ProxyPool(proxies))
+        self.pacer = HostPacer(host_delay_s, max_delay_s=max_host_delay_s, slow_response_s=slow_response_s)
+        self.robots = RobotsCache(
+            lambda url: fetch_robots_txt(self.transport, self.pacer, url, self.user_agent),
+            error_ttl_s=robots_error_ttl_s,
+        )
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Fetcher:
+        networks = getattr(settings, "allowed_networks", None)
+        if networks is None:  # settings from before CRAWL_ALLOWED_NETWORKS
+            networks = ["0.0.0.0/0", "::/0"] if getattr(settings, "allow_private_networks", False) else []
+        retry = RetryPolicy(
+            max_attempts=getattr(settings, "fetch_max_attempts", 3),
+            backoff_s=getattr(settings, "retry_backoff_s", 0.5),
+            max_total_wait_s=getattr(settings, "retry_max_wait_s", 30.0),
+        )
+        proxies = getattr(settings, "proxies", [])
         return cls(
             user_agent=settings.user_agent,
             connect_timeout_s=settings.connect_timeout_s,
@@ -92,126 +166,162 @@ class Fetcher:
             host_delay_s=settings.host_delay_ms / 1000.0,
             concurrency=settings.fetch_concurrency,
             obey_robots=settings.obey_robots,
-            allow_private_networks=settings.allow_private_networks,
+            allowed_networks=list(networks),
+            deadline_s=getattr(settings, "fetch_deadline_s", 30.0),
+            content_types=getattr(settings, "content_types", HTML_TYPES),
+            retry=retry,
+            max_crawl_delay_s=getattr(settings, "max_crawl_delay_s", MAX_CRAWL_DELAY_S),
+            max_host_delay_s=getattr(settings, "max_host_delay_ms", 30_000) / 1000.0,
+            slow_response_s=getattr(settings, "slow_response_ms", 2_000) / 1000.0,
+            # ${VAR} references in proxy URLs are secrets kept in the environment.
+            proxies=ProxyPool.from_settings_list(proxies, os.environ).proxies if proxies else (),
         )
 
-    def fetch_all(self, urls: Iterable[str]) -> dict[str, FetchResult]:
-        """Fetch every URL once (duplicates collapse); returns results keyed by URL."""
-        by_host: dict[str, list[str]] = defaultdict(list)
-        for url in dict.fromkeys(urls):
-            by_host[host_of(url)].append(url)
+    # --- host state shared across runs -----------------------------------------------------------
+    def prime(self, records: Iterable[HostRecord]) -> None:
+        """Start from what earlier runs learned (``hosts`` rows): robots.txt, the host's gap and
+        when it was last contacted."""
+        for record in records:
+            self.robots.prime(record)
+            self.pacer.load(record.host, record.delay_ms, record.updated_at)
+
+    def host_records(self, origins: Iterable[str] | None = None) -> list[HostRecord]:
+        """What this fetcher learned (about ``origins``, default all), as ``hosts`` rows to write
+        back with the batch."""
+        robots = {r.host: r for r in self.robots.fetched_records()}
+        delays = self.pacer.learned()
+        known = robots.keys() | delays.keys()
+        return [
+            HostRecord(o, *(robots[o].robots_status, robots[o].robots_body, robots[o].robots_fetched_at)
+                       if o in robots else (None, None, None), delay_ms=delays.get(o))
+            for o in sorted(known if origins is None else known & set(origins))
+        ]
+
+    # --- fetching -------------------------------------------------------------------------------
+    def fetch_all(self, requests: Iterable[str | FetchRequest]) -> dict[str, FetchResult]:
+        """Fetch every URL once (the first request for a URL wins); returns results keyed by URL."""
+        unique: dict[str, FetchRequest] = {}
+        for req in requests:
+            request = FetchRequest(req) if isinstance(req, str) else req
+            unique.setdefault(request.url, request)
+        by_host: dict[str, list[FetchRequest]] = defaultdict(list)
+        for request in unique.values():
+            by_host[(urlsplit(request.url).hostname or "").lower()].append(request)
         results: dict[str, FetchResult] = {}
-        workers = max(1, min(self.concurrency, len(by_host)))
-        with ThreadPoolExecutor(workers, thread_name_prefix="fetch") as pool:
-            for host_results in pool.map(self._fetch_host, by_host.values()):
-                results.update((r.url, r) for r in host_results)
+        for host_results in self._workers().map(self._fetch_host, by_host.values()):
+            results.update((r.url, r) for r in host_results)
         return results
 
-    def fetch(self, url: str) -> FetchResult:
+    def close(self) -> None:
+        """Stop the worker threads (their keep-alive sessions go with them)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def fetch(self, request: str | FetchRequest) -> FetchResult:
         """Fetch one URL, following redirects; never raises."""
+        req = FetchRequest(request) if isinstance(request, str) else request
         started = time.monotonic()
-        current = url
+        trail = _Trail(req.url)
         try:
-            for _hop in range(self.max_redirects + 1):
-                self._guard(current)
-                if self.obey_robots:
-                    refusal = self._robots_refusal(current)
-                    if refusal:
-                        return self._result(url, current, started, disallowed=True, error=refusal)
-                self._wait_turn(urlsplit(current).scheme, host_of(current))
-                status, ctype, body, location = self._get(current)
-                if status in _REDIRECTS and location:
-                    current = canonicalize(urljoin(current, location))
-                    continue
-                return self._result(url, current, started, status=status, content_type=ctype, body=body)
-            return self._result(url, current, started, error=f"more than {self.max_redirects} redirects")
+            outcome = self._follow(req, trail)
         except BlockedAddressError as err:
-            return self._result(url, current, started, error=f"blocked address: {err}")
+            outcome = {"error": f"blocked address: {err}"}
         except InvalidURLError as err:
-            return self._result(url, current, started, error=f"bad redirect: {err}")
-        except requests.RequestException as err:
-            return self._result(url, current, started, error=f"{type(err).__name__}: {err}"[:500])
+            outcome = {"error": f"bad redirect: {redact(str(err))}"}
+        except _NoResponseError as err:
+            outcome = {"error": str(err), "attempts": err.attempts}
+        except TransportError as err:
+            outcome = {"error": str(err)}
+        return FetchResult(
+            url=req.url, final_url=trail.current, fetched_at=datetime.now(UTC).replace(tzinfo=None),
+            elapsed_ms=(time.monotonic() - started) * 1000.0, redirect_chain=tuple(trail.chain),
+            **{"status": None, "content_type": None, "body": b"", "error": None} | outcome,
+        )
+
+    def _follow(self, req: FetchRequest, trail: _Trail) -> dict[str, Any]:
+        """Request ``req.url`` and its redirects; the fields of the result (``trail`` tracks the hops)."""
+        agent = req.user_agent or self.user_agent
+        for hop in range(self.max_redirects + 1):
+            if hop and req.in_scope is not None and not req.in_scope(trail.current):
+                return {"error": f"redirect leaves the crawl's scope: {redact(trail.current)}"}
+            if self.obey_robots:
+                policy = self.robots.policy(origin_of(trail.current))
+                if policy.disallow_all:  # RFC 9309: unreachable means disallow, but it is the host's failure
+                    return {"error": _ROBOTS_UNREACHABLE}
+                if not policy.allows(trail.current, agent):
+                    return {"disallowed": True, "error": "disallowed by robots.txt"}
+            headers = {"User-Agent": agent, "Accept": _ACCEPT}
+            if hop == 0 and req.etag:
+                headers["If-None-Match"] = req.etag
+            if hop == 0 and req.last_modified:
+                headers["If-Modified-Since"] = req.last_modified
+            resp, attempts, gave_up = self._exchange(trail.current, headers, req.accept_any, agent)
+            location = resp.headers.get("Location")
+            if resp.status in _REDIRECTS and location and gave_up is None:
+                trail.chain.append(trail.current)
+                trail.current = canonicalize(urljoin(trail.current, location))
+                if trail.current in trail.chain:
+                    return {"error": f"redirect loop: {' -> '.join([*trail.chain, trail.current])}"}
+                continue
+            keep_body = resp.status not in _REDIRECTS and resp.status != 304
+            return {"status": resp.status, "content_type": resp.content_type, "error": gave_up,
+                    "body": resp.body if keep_body else b"", "etag": resp.headers.get("ETag"),
+                    "last_modified": resp.headers.get("Last-Modified"), "attempts": attempts}
+        return {"error": f"more than {self.max_redirects} redirects"}
 
     # --- internals ------------------------------------------------------------------------------
-    def _fetch_host(self, urls: list[str]) -> list[FetchResult]:
-        return [self.fetch(u) for u in urls]
+    def _workers(self) -> ThreadPoolExecutor:
+        """One pool for the fetcher's life: its threads keep their keep-alive sessions across batches."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="fetch")
+            return self._pool
 
-    def _session(self) -> requests.Session:
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            session.headers["User-Agent"] = self.user_agent
-            session.trust_env = False  # never route crawl traffic through an ambient proxy
-            self._local.session = session
-        return session
+    def _fetch_host(self, requests: list[FetchRequest]) -> list[FetchResult]:
+        return [self.fetch(r) for r in requests]
 
-    def _get(self, url: str) -> tuple[int, str | None, bytes, str | None]:
-        with self._session().get(url, timeout=self.timeout, stream=True, allow_redirects=False) as resp:
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in resp.iter_content(64 * 1024):
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    raise requests.exceptions.ContentDecodingError(
-                        f"body larger than {self.max_body_bytes} bytes"
-                    )
-                chunks.append(chunk)
-            return resp.status_code, resp.headers.get("Content-Type"), b"".join(chunks), resp.headers.get(
-                "Location"
-            )
+    def _accepts(self, accept_any: bool) -> Callable[[str | None], bool]:
+        if accept_any:
+            return lambda _media: True
+        return lambda media: media is None or media in self.content_types
 
-    def _fetch_robots(self, robots_url: str) -> tuple[int | None, bytes]:
-        try:
-            self._guard(robots_url)
-            self._reserve_slot(host_of(robots_url), self.host_delay_s)
-            resp = self._session().get(robots_url, timeout=self.timeout, allow_redirects=True)
-            return resp.status_code, resp.content
-        except (requests.RequestException, BlockedAddressError):
-            return None, b""
+    def _exchange(self, url: str, headers: dict[str, str], accept_any: bool,
+                  agent: str) -> tuple[Response, int, str | None]:
+        """One hop with retries: (response, requests sent, why we stopped retrying or None).
 
-    def _robots_refusal(self, url: str) -> str | None:
-        """Why robots.txt forbids ``url``, or None when it may be fetched."""
-        parts = urlsplit(url)
-        policy = self.robots.policy(parts.scheme, parts.netloc)
-        if policy.disallow_all:
-            return "robots.txt unreachable (server error or network failure): host skipped until it answers"
-        return None if policy.allows(url, self.user_agent) else "disallowed by robots.txt"
+        Raises :class:`_NoResponseError` when no response came back at all.
+        """
+        origin = origin_of(url)
+        attempts, waited = 0, 0.0
+        while True:
+            if self.pacer.unreachable(origin):
+                limit = self.pacer.failure_limit
+                raise _NoResponseError(f"host unreachable: {limit} connection failures in a row", attempts)
+            self.pacer.wait_turn(origin, self._crawl_delay(origin, agent))
+            attempts += 1
+            try:
+                resp = self.transport.get(url, headers, accepts=self._accepts(accept_any))
+            except ConnectionFailedError as err:
+                self.pacer.observe(origin, None, None)
+                wait = self.retry.wait_before(attempts, waited)
+                if isinstance(wait, str):
+                    raise _NoResponseError(f"{err} ({wait})", attempts) from None
+                time.sleep(wait)
+                waited += wait
+                continue
+            self.pacer.observe(origin, resp.latency_s, resp.status)
+            if not self.retry.should_retry_status(resp.status):
+                return resp, attempts, None
+            wait = self.retry.wait_before(attempts, waited, parse_retry_after(resp.headers.get("Retry-After")))
+            if isinstance(wait, str):
+                return resp, attempts, f"HTTP {resp.status}: {wait}"
+            time.sleep(wait)
+            waited += wait
 
-    def _wait_turn(self, scheme: str, host: str) -> None:
-        """Sleep until ``host`` may get its next request (the gap counts from request start)."""
-        delay = self.host_delay_s
-        if self.obey_robots:
-            crawl_delay = self.robots.policy(scheme, host).crawl_delay(self.user_agent)
-            if crawl_delay is not None:
-                delay = max(delay, min(crawl_delay, MAX_CRAWL_DELAY_S))
-        self._reserve_slot(host, delay)
-
-    def _reserve_slot(self, host: str, delay: float) -> None:
-        with self._delay_lock:
-            now = time.monotonic()
-            start = max(now, self._last_request.get(host, 0.0) + delay)
-            self._last_request[host] = start
-        if start > now:
-            time.sleep(start - now)
-
-    def _guard(self, url: str) -> None:
-        if self.allow_private_networks:
-            return
-        host = urlsplit(url).hostname or ""
-        try:
-            infos = socket.getaddrinfo(host, None)
-        except socket.gaierror as err:
-            raise requests.exceptions.ConnectionError(f"cannot resolve {host}: {err}") from None
-        for info in infos:
-            addr = ipaddress.ip_address(info[4][0])
-            if not addr.is_global or addr.is_multicast:
-                raise BlockedAddressError(f"{host} resolves to non-public address {addr}")
-
-    def _result(self, url: str, final_url: str, started: float, *, status: int | None = None,
-                content_type: str | None = None, body: bytes = b"", error: str | None = None,
-                disallowed: bool = False) -> FetchResult:
-        return FetchResult(
-            url=url, final_url=final_url, status=status, content_type=content_type, body=body,
-            error=error, fetched_at=datetime.now(UTC).replace(tzinfo=None),
-            elapsed_ms=(time.monotonic() - started) * 1000.0, disallowed=disallowed,
-        )
+    def _crawl_delay(self, origin: str, agent: str) -> float:
+        if not self.obey_robots:
+            return 0.0
+        delay = self.robots.policy(origin).crawl_delay(agent)
+        return min(delay, self.max_crawl_delay_s) if delay is not None else 0.0

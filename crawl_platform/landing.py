@@ -3,17 +3,24 @@
 Called by the crawl batch after fetching and parsing; followed by :mod:`crawl_platform.frontier`,
 which reads what landed here to grow the frontier. One transaction per batch, Arrow bulk
 inserts, set-based versioning in SQL: a URL gets a new ``pages`` version only when its content
-hash differs from its latest version, so landing the same batch twice adds nothing.
+hash differs from its latest version, so landing the same batch twice adds nothing, and a
+``304 Not Modified`` adds nothing either. The same transaction writes back what the fetcher
+learned about its hosts (robots.txt, adaptive delay) to the ``hosts`` table, and
+:func:`latest_validators` gives the next crawl the ETag/Last-Modified for conditional requests.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 
 from crawl_platform.fetcher import FetchResult
+from crawl_platform.hosts import HostRecord, save_hosts
 from crawl_platform.messages import FrontierURL
 from crawl_platform.parser import ParsedPage
 from crawl_platform.store import CrawlStore
@@ -45,7 +52,22 @@ def outcome_of(result: FetchResult | None) -> str:
         return "disallowed"
     if result.status is None or result.status >= 400:
         return "failed"
-    return "fetched"
+    return "fetched"  # a 304 too: the crawl has the page, in its latest version
+
+
+def latest_validators(con: Any, urls: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+    """(ETag, Last-Modified) of each URL's latest version, for URLs whose latest version is a 200
+    that sent one of them: what a recrawl puts in If-None-Match / If-Modified-Since."""
+    if not urls:
+        return {}
+    con.register("wanted_urls", pa.table({"url": list(urls)}))
+    rows = con.execute(
+        """SELECT url, etag, last_modified, status FROM pages WHERE url IN (SELECT url FROM wanted_urls)
+           QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1"""
+    ).fetchall()
+    con.unregister("wanted_urls")
+    return {url: (etag, modified) for url, etag, modified, status in rows
+            if status == 200 and (etag or modified)}
 
 
 def land_batch(
@@ -54,12 +76,16 @@ def land_batch(
     items: list[FrontierURL],
     results: dict[str, FetchResult],
     parsed: dict[str, ParsedPage],
+    hosts: Sequence[HostRecord] = (),
 ) -> LandedBatch:
-    """Write the batch in one transaction; idempotent for the same ``batch_id`` and content."""
+    """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
+
+    ``hosts`` are what the fetcher learned about the batch's hosts (``Fetcher.host_records``).
+    """
     crawl_of: dict[str, str] = {}
     for item in items:
         crawl_of.setdefault(item.url, item.crawl_id)
-    landable = [r for r in results.values() if not r.disallowed]
+    landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
     hashes = {r.url: content_hash(r) for r in landable}
     pages = pa.table({
         "url": [r.url for r in landable],
@@ -72,6 +98,10 @@ def land_batch(
         "error": pa.array([r.error for r in landable], pa.string()),
         "content_length": pa.array([len(r.body) for r in landable], pa.int64()),
         "elapsed_ms": pa.array([r.elapsed_ms for r in landable], pa.float64()),
+        "etag": pa.array([r.etag for r in landable], pa.string()),
+        "last_modified": pa.array([r.last_modified for r in landable], pa.string()),
+        "redirect_chain": pa.array([list(r.redirect_chain) for r in landable], pa.list_(pa.string())),
+        "charset": pa.array([p.charset if (p := parsed.get(r.url)) else None for r in landable], pa.string()),
     })
     docs = pa.table({
         "url": list(parsed),
@@ -95,9 +125,11 @@ def land_batch(
         inserted = con.execute(
             """
             INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
-                               final_url, batch_id, error, content_length, elapsed_ms)
+                               final_url, batch_id, error, content_length, elapsed_ms, etag, last_modified,
+                               redirect_chain, charset)
             SELECT i.url, i.crawl_id, coalesce(l.v, 0) + 1, i.status, i.fetched_at, i.content_hash,
-                   i.content_type, i.final_url, ?, i.error, i.content_length, i.elapsed_ms
+                   i.content_type, i.final_url, ?, i.error, i.content_length, i.elapsed_ms, i.etag,
+                   i.last_modified, i.redirect_chain, i.charset
             FROM inc_pages i
             LEFT JOIN (SELECT url, max(version) AS v, arg_max(content_hash, version) AS h
                        FROM pages WHERE url IN (SELECT url FROM inc_pages) GROUP BY url) l USING (url)
@@ -126,6 +158,7 @@ def land_batch(
                FROM inc_items""",
             [batch_id],
         )
+        save_hosts(con, hosts, datetime.now(UTC).replace(tzinfo=None))
     return LandedBatch(
         new_versions=new_versions.num_rows,
         documents=int(n_docs[0]) if n_docs else 0,

@@ -3,16 +3,25 @@
 Two extractors with one contract: lxml (the default, many times faster) and BeautifulSoup
 (``CRAWL_PARSER=bs4``, for those who want its leniency or extraction rules). Links come back
 canonicalised by :mod:`crawl_platform.urls`, deduplicated per page, with their anchor text;
-scope filtering is the frontier's job, not the parser's.
+scope filtering is the frontier's job, not the parser's. Bytes become text once, in
+:mod:`crawl_platform.encoding` (header, meta, detection), and the engines only ever see text, so
+both agree on the charset and a page with broken bytes still parses. Hostile markup (unclosed
+tags, NUL bytes, an XML declaration) never raises: the worst case is an empty document.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from typing import Literal
 
-_CHARSET = re.compile(r"charset\s*=\s*[\"']?([\w.:-]+)", re.I)
+from crawl_platform.encoding import decode_html
+
+# lxml refuses text that starts with an XML encoding declaration; the text is decoded already.
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*>", re.I)
+_local = threading.local()  # an lxml parser per thread: they must not be shared across threads
+_CONTROL = dict.fromkeys([*range(9), 11, 12, *range(14, 32)])  # not allowed in an lxml tree
 
 
 @dataclass(frozen=True)
@@ -20,11 +29,7 @@ class ParsedPage:
     title: str | None
     text: str
     links: tuple[tuple[str, str], ...]  # (canonical absolute URL, anchor text)
-
-
-def charset_of(content_type: str | None) -> str | None:
-    match = _CHARSET.search(content_type or "")
-    return match.group(1) if match else None
+    charset: str | None = None  # the charset the body was decoded with
 
 
 def _squash(text: str) -> str:
@@ -45,24 +50,34 @@ def _collect(base_url: str, raw_links: list[tuple[str, str]]) -> tuple[tuple[str
 def parse_html(body: bytes, base_url: str, content_type: str | None = None,
                engine: Literal["lxml", "bs4"] = "lxml") -> ParsedPage:
     """Extract title, text and links; ``base_url`` is the page's final URL (after redirects)."""
-    if engine == "bs4":
-        return _parse_bs4(body, base_url, content_type)
-    return _parse_lxml(body, base_url, content_type)
+    decoded = decode_html(body, content_type)
+    text = _XML_DECLARATION.sub("", decoded.text, count=1).translate(_CONTROL)
+    if not text.strip():
+        return ParsedPage(None, "", (), decoded.charset)
+    extractors = (_parse_bs4,) if engine == "bs4" else (_parse_lxml, _parse_bs4)
+    for extract in extractors:
+        try:
+            page = extract(text, base_url)
+        except (ValueError, RecursionError):  # pathological markup: try the next, else no document
+            continue
+        return ParsedPage(page.title, page.text, page.links, decoded.charset)
+    return ParsedPage(None, "", (), decoded.charset)
 
 
-def _parse_lxml(body: bytes, base_url: str, content_type: str | None) -> ParsedPage:
+def _parse_lxml(markup: str, base_url: str) -> ParsedPage:
     import lxml.etree  # noqa: PLC0415
     import lxml.html  # noqa: PLC0415
 
-    if not body.strip():
-        return ParsedPage(None, "", ())
-    charset = charset_of(content_type)
+    parser = getattr(_local, "lxml_parser", None)
+    if parser is None:
+        # huge_tree lifts libxml2's nesting limit from 256 to 2048 elements, past which it silently drops
+        # the rest of a page; the size limits it also lifts are the fetcher's job (the body cap).
+        parser = _local.lxml_parser = lxml.html.HTMLParser(huge_tree=True)
     try:
-        parser = lxml.html.HTMLParser(encoding=charset) if charset else None
-        doc = lxml.html.document_fromstring(body, parser=parser)
-    except (lxml.etree.ParserError, LookupError, ValueError):
-        # Unknown charset label or a document lxml gives up on: BeautifulSoup is more lenient.
-        return _parse_bs4(body, base_url, content_type)
+        doc = lxml.html.document_fromstring(markup, parser=parser)
+    except lxml.etree.ParserError:
+        # A document lxml gives up on (nothing but a comment, say): BeautifulSoup is more lenient.
+        return _parse_bs4(markup, base_url)
     base = doc.find(".//base[@href]")
     if base is not None:
         base_url = lxml.html.urljoin(base_url, base.get("href"))
@@ -75,12 +90,12 @@ def _parse_lxml(body: bytes, base_url: str, content_type: str | None) -> ParsedP
     return ParsedPage(title or None, text, _collect(base_url, raw))
 
 
-def _parse_bs4(body: bytes, base_url: str, content_type: str | None) -> ParsedPage:
+def _parse_bs4(markup: str, base_url: str) -> ParsedPage:
     from urllib.parse import urljoin  # noqa: PLC0415
 
     from bs4 import BeautifulSoup  # noqa: PLC0415
 
-    soup = BeautifulSoup(body, "lxml", from_encoding=charset_of(content_type))
+    soup = BeautifulSoup(markup, "lxml")
     base = soup.find("base", href=True)
     if base is not None:
         base_url = urljoin(base_url, str(base.get("href")))

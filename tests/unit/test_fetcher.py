@@ -8,13 +8,14 @@ from itertools import pairwise
 
 from crawl_platform.broker import free_port
 from crawl_platform.fetcher import Fetcher
+from crawl_platform.retry import RetryPolicy
 
 AGENT = "crawl-platform-test/1.0"
 
 
 def _fetcher(**overrides) -> Fetcher:
-    options = {"allow_private_networks": True, "host_delay_s": 0.0, "connect_timeout_s": 2.0,
-               "read_timeout_s": 5.0} | overrides
+    options = {"allowed_networks": ["127.0.0.0/8"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
+               "read_timeout_s": 5.0, "retry": RetryPolicy(backoff_s=0.01)} | overrides
     return Fetcher(AGENT, **options)
 
 
@@ -91,12 +92,16 @@ def test_obey_robots_off_fetches_disallowed_pages(site):
     assert site.request_count("/robots.txt") == 0
 
 
-def test_non_html_content_type(site):
+def test_non_html_content_type_is_recorded_but_its_body_not_read(site):
     result = _fetcher().fetch(site.base_url + "/data.json")
     assert result.status == 200
     assert result.content_type == "application/json"
+    assert result.body == b""
     assert not result.is_html
-    assert json.loads(result.body)["pages"] == 120
+    # With JSON on the content-type allow-list the body is read, and still not taken for HTML.
+    allowed = _fetcher(content_types=["text/html", "application/json"]).fetch(site.base_url + "/data.json")
+    assert json.loads(allowed.body)["pages"] == 120
+    assert not allowed.is_html
 
 
 def test_connection_refused_is_a_result_not_an_exception():

@@ -412,7 +412,7 @@ def test_store_busy_error_when_the_lock_outlasts_the_timeout(store):
 # --- a whole crawl --------------------------------------------------------------------------------
 
 def _run_crawl(settings, bus, store, request: CrawlRequest) -> BatchCrawler:
-    fetcher = Fetcher(settings.user_agent, host_delay_s=0.0, allow_private_networks=True)
+    fetcher = Fetcher(settings.user_agent, host_delay_s=0.0, allowed_networks=["127.0.0.0/8"])
     crawler = BatchCrawler(bus, store, fetcher, "lxml")
     crawler.frontier.register(request)
     cursor: dict[int, int] = {}

@@ -1,0 +1,185 @@
+"""Per-host politeness that adapts to how the host is doing, and the ``hosts`` table that keeps it.
+
+A host is an origin, ``scheme://host[:port]``. Inside a run the fetcher gives each host one
+worker, and :class:`HostPacer` spaces that worker's requests: at least the configured gap (or
+the robots.txt Crawl-delay, capped), and more when the host struggles. The gap doubles on a
+``429``/``503``, becomes twice the response latency when the host answers slowly, and decays
+back towards the configured gap while it answers fast. After
+``failure_limit`` connection failures in a row the host counts as unreachable for the rest of
+the run, so a dead host costs one timeout per attempt, not one per URL.
+
+Across runs the ``hosts`` table carries the learned gap and the robots.txt cache: a batch reads
+its hosts' rows once before fetching (:func:`load_hosts`) and writes them back in its landing
+transaction (:func:`save_hosts`). Nothing here touches DuckDB per request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+
+THROTTLE_STATUSES = frozenset({429, 503})
+
+
+def origin_of(url: str) -> str:
+    """``http://Example.com:8080/a?b`` -> ``http://example.com:8080``: the key of the ``hosts`` table."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """One ``hosts`` row: what runs share about a host."""
+
+    host: str
+    robots_status: int | None = None  # None: network error, or never fetched (robots_fetched_at None)
+    robots_body: str | None = None
+    robots_fetched_at: datetime | None = None  # naive UTC
+    delay_ms: int | None = None
+    updated_at: datetime | None = None  # naive UTC; read only: when a batch last landed for the host
+
+
+@dataclass
+class _HostState:
+    delay_s: float
+    last_start: float = float("-inf")  # time.monotonic() of the latest request (or reserved slot)
+    connection_failures: int = 0
+    touched: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class HostPacer:
+    """Adaptive per-host gaps; thread-safe. All times in seconds."""
+
+    def __init__(self, base_delay_s: float = 0.25, max_delay_s: float = 30.0, slow_response_s: float = 2.0,
+                 throttle_delay_s: float = 1.0, decay: float = 0.75, failure_limit: int = 5) -> None:
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max(max_delay_s, base_delay_s)
+        self.slow_response_s = slow_response_s
+        self.throttle_delay_s = throttle_delay_s  # the first step up from a zero/small gap
+        self.decay = decay
+        self.failure_limit = failure_limit
+        self._hosts: dict[str, _HostState] = {}
+        self._lock = threading.Lock()
+
+    def _state(self, origin: str) -> _HostState:
+        with self._lock:
+            state = self._hosts.get(origin)
+            if state is None:
+                state = self._hosts[origin] = _HostState(self.base_delay_s)
+            return state
+
+    def load(self, origin: str, delay_ms: int | None, last_contact: datetime | None = None) -> None:
+        """Start ``origin`` from what an earlier run left: its gap (never below the configured
+        one), counted from ``last_contact`` (naive UTC, when that run finished with the host), so
+        a run that starts right after another one keeps the gap too. A host this pacer already
+        spaced keeps its own, fresher state."""
+        with self._lock:
+            if origin in self._hosts:
+                return
+            delay = self.base_delay_s if delay_ms is None else delay_ms / 1000.0
+            state = self._hosts[origin] = _HostState(min(self.max_delay_s, max(self.base_delay_s, delay)))
+            if last_contact is not None:
+                ago = (datetime.now(UTC).replace(tzinfo=None) - last_contact).total_seconds()
+                state.last_start = time.monotonic() - max(0.0, ago)
+
+    def delay_s(self, origin: str) -> float:
+        return self._state(origin).delay_s
+
+    def wait_turn(self, origin: str, floor_s: float = 0.0) -> None:
+        """Sleep until ``origin`` may get its next request; the gap counts from request start."""
+        state = self._state(origin)
+        with state.lock:  # reserving under the lock keeps two threads on one host apart too
+            now = time.monotonic()
+            start = max(now, state.last_start + max(state.delay_s, floor_s))
+            state.last_start = start
+            state.touched = True
+        if start > now:
+            time.sleep(start - now)
+
+    def observe(self, origin: str, latency_s: float | None, status: int | None) -> None:
+        """Feed back one outcome: a response (``status``, ``latency_s``) or a connection failure (both None)."""
+        state = self._state(origin)
+        with state.lock:
+            old = state.delay_s
+            if status is None:
+                # Not an overload signal (a refused or reset connection): the retry backoff spaces
+                # the next attempt, and enough of these in a row end the host for this run.
+                state.connection_failures += 1
+            elif status in THROTTLE_STATUSES:
+                state.delay_s = min(self.max_delay_s, max(2 * old, self.throttle_delay_s))
+                state.connection_failures = 0
+            elif latency_s is not None and latency_s > self.slow_response_s:
+                state.delay_s = min(self.max_delay_s, max(old, 2 * latency_s))
+                state.connection_failures = 0
+            else:
+                decayed = old * self.decay
+                state.delay_s = self.base_delay_s if decayed - self.base_delay_s < 0.01 else decayed
+                state.delay_s = max(self.base_delay_s, state.delay_s)
+                state.connection_failures = 0
+
+    def unreachable(self, origin: str) -> bool:
+        return self._state(origin).connection_failures >= self.failure_limit
+
+    def learned(self) -> dict[str, int]:
+        """Gap in ms of every host this pacer spaced: what goes back to ``hosts.delay_ms``."""
+        with self._lock:
+            return {o: round(s.delay_s * 1000) for o, s in self._hosts.items() if s.touched}
+
+
+# --- the hosts table ------------------------------------------------------------------------------
+
+def load_hosts(con: Any, origins: Iterable[str]) -> dict[str, HostRecord]:
+    """The stored rows of ``origins`` (one query); absent hosts are absent from the result."""
+    wanted = sorted(set(origins))
+    if not wanted:
+        return {}
+    rows = con.execute(
+        """SELECT host, robots_status, robots_body, robots_fetched_at, delay_ms, updated_at
+           FROM hosts WHERE list_contains(?, host)""",
+        [wanted],
+    ).fetchall()
+    return {r[0]: HostRecord(*r) for r in rows}
+
+
+def save_hosts(con: Any, records: Iterable[HostRecord], now: datetime) -> int:
+    """Upsert ``records`` (inside the caller's transaction); returns how many were written.
+
+    A record with ``robots_fetched_at`` None keeps the stored robots.txt, and one with
+    ``delay_ms`` None keeps the stored gap: each run writes back only what it learned.
+    """
+    rows = list(records)
+    if not rows:
+        return 0
+    table = pa.table({
+        "host": [r.host for r in rows],
+        "robots_status": pa.array([r.robots_status for r in rows], pa.int32()),
+        "robots_body": pa.array([r.robots_body for r in rows], pa.string()),
+        "robots_fetched_at": pa.array([r.robots_fetched_at for r in rows], pa.timestamp("us")),
+        "delay_ms": pa.array([r.delay_ms for r in rows], pa.int32()),
+    })
+    con.register("inc_hosts", table)
+    con.execute(
+        """
+        INSERT INTO hosts (host, robots_status, robots_body, robots_fetched_at, delay_ms, updated_at)
+        SELECT host, robots_status, robots_body, robots_fetched_at, delay_ms, $1 FROM inc_hosts
+        ON CONFLICT (host) DO UPDATE SET
+            robots_status = CASE WHEN excluded.robots_fetched_at IS NULL THEN hosts.robots_status
+                                 ELSE excluded.robots_status END,
+            robots_body = CASE WHEN excluded.robots_fetched_at IS NULL THEN hosts.robots_body
+                               ELSE excluded.robots_body END,
+            robots_fetched_at = coalesce(excluded.robots_fetched_at, hosts.robots_fetched_at),
+            delay_ms = coalesce(excluded.delay_ms, hosts.delay_ms),
+            updated_at = excluded.updated_at
+        """,
+        [now],
+    )
+    con.unregister("inc_hosts")
+    return len(rows)

@@ -1,0 +1,139 @@
+"""What the hostile site's pages look like once landed (fetcher -> parser -> crawl_platform.landing):
+readable text and the charset for awkward encodings, malformed HTML, failures as rows with their
+error, non-HTML recorded but not parsed, the redirect chain, and the hosts learned."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from crawl_platform.fetcher import Fetcher, FetchResult
+from crawl_platform.hosts import HostPacer, origin_of
+from crawl_platform.landing import land_batch, latest_validators
+from crawl_platform.messages import FrontierURL
+from crawl_platform.parser import parse_html
+from crawl_platform.retry import RetryPolicy
+from crawl_platform.store import CrawlStore
+from tests.hostile_site import CP1251_TEXT, GB18030_TEXT, HostileSite, dead_port, html_page
+
+AGENT = "crawl-platform-test/1.0"
+UNREACHABLE = "robots.txt unreachable (server error or network failure): host skipped until it answers"
+
+
+@pytest.fixture
+def hostile():
+    with HostileSite() as site:
+        yield site
+
+
+@pytest.fixture
+def db(tmp_path) -> CrawlStore:
+    return CrawlStore(tmp_path / "crawl.duckdb")
+
+
+def _fetcher(**overrides) -> Fetcher:
+    options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
+               "read_timeout_s": 5.0, "retry": RetryPolicy(max_attempts=2, backoff_s=0.01)} | overrides
+    fetcher = Fetcher(AGENT, **options)
+    fetcher.pacer = HostPacer(0.0, max_delay_s=0.0)
+    return fetcher
+
+
+def _land(db: CrawlStore, fetcher: Fetcher, urls: list[str], engine: str = "lxml") -> None:
+    """What BatchCrawler does between the bus and the frontier."""
+    items = [FrontierURL("c1", url, 0) for url in urls]
+    results = fetcher.fetch_all(urls)
+    parsed = {u: parse_html(r.body, r.final_url, r.content_type, engine)  # type: ignore[arg-type]
+              for u, r in results.items() if r.is_html}
+    land_batch(db, "b1", items, results, parsed, fetcher.host_records())
+
+
+def _documents(db: CrawlStore) -> dict[str, tuple[str | None, str | None, str]]:
+    rows = db.query("SELECT p.url, p.charset, d.title, d.text FROM pages p JOIN documents d USING (url, version)")
+    return {url: (charset, title, text) for url, charset, title, text in rows}
+
+
+@pytest.mark.parametrize("engine", ["lxml", "bs4"])
+def test_awkward_encodings_land_as_readable_text_with_their_charset(hostile, db, engine):
+    kinds = ["gb18030", "meta", "undeclared", "broken", "bogus-label"]
+    _land(db, _fetcher(), [hostile.url(f"/enc/{k}") for k in kinds], engine)
+    docs = {url.rsplit("/", 1)[1]: doc for url, doc in _documents(db).items()}
+    assert docs["gb18030"] == ("gb18030", "中文", GB18030_TEXT)  # labelled gb2312, needs GB18030
+    assert docs["meta"] == ("cp1251", "Кириллица", CP1251_TEXT)  # only the meta tag says so
+    assert docs["undeclared"] == ("cp1251", "Без метки", f"{CP1251_TEXT} {CP1251_TEXT}")  # detected
+    charset, title, text = docs["broken"]
+    assert (charset, title) == ("utf-8", "Broken bytes")
+    assert text.startswith("before \ufffd")
+    assert text.endswith("after — still readable")
+    assert docs["bogus-label"] == ("utf-8", "Bogus", "naïve café")
+
+
+@pytest.mark.parametrize("engine", ["lxml", "bs4"])
+def test_malformed_html_lands_with_its_text_and_links(hostile, db, engine):
+    _land(db, _fetcher(), [hostile.url("/malformed")], engine)
+    ((_, title, text),) = _documents(db).values()
+    assert title == "Malformed"
+    assert text.startswith("Unclosed first link second")
+    assert "deep text" in text  # after 1000 unclosed <div>s
+    links = {r[0] for r in db.query("SELECT dst_url FROM links")}
+    assert links == {hostile.url("/page/1"), hostile.url("/page/2")}
+
+
+def test_failures_land_as_rows_with_their_error(hostile, db):
+    dead = f"http://127.0.0.1:{dead_port()}/gone"
+    urls = [hostile.url(p) for p in ("/trickle", "/huge", "/loop/a", "/status/503")] + [dead]
+    _land(db, _fetcher(deadline_s=0.5, max_body_bytes=64 * 1024), urls)
+    rows = {url: (status, error) for url, status, error in db.query("SELECT url, status, error FROM pages")}
+    assert rows[hostile.url("/trickle")] == (None, "deadline exceeded: no complete response within 0.5s")
+    assert rows[hostile.url("/huge")] == (None, "body larger than 65536 bytes")
+    assert rows[hostile.url("/loop/a")][0] is None
+    assert rows[hostile.url("/loop/a")][1].startswith("redirect loop: ")
+    assert rows[hostile.url("/status/503")] == (503, "HTTP 503: gave up after 2 attempts")
+    # robots.txt comes first, so a dead host fails there: a failure row, not "disallowed".
+    assert rows[dead] == (None, UNREACHABLE)
+    outcomes = dict(db.query("SELECT url, outcome FROM batch_items"))
+    assert set(outcomes.values()) == {"failed"}
+    # Only the 503's own HTML page was read (error pages are documents, like a 404's).
+    assert db.query("SELECT url FROM documents") == [(hostile.url("/status/503"),)]
+
+
+def test_a_type_off_the_allow_list_is_recorded_but_not_parsed(hostile, db):
+    _land(db, _fetcher(), [hostile.url("/pdf"), hostile.url("/page/1")])
+    rows = db.query("SELECT url, status, content_type, content_length, error FROM pages ORDER BY url")
+    assert rows == [
+        (hostile.url("/page/1"), 200, "text/html; charset=utf-8", len(html_page("Page 1", "/page/2")), None),
+        (hostile.url("/pdf"), 200, "application/pdf", 0, None),
+    ]
+    assert [r[0] for r in db.query("SELECT url FROM documents")] == [hostile.url("/page/1")]
+    assert db.query("SELECT outcome FROM batch_items WHERE url = ?", [hostile.url("/pdf")]) == [("fetched",)]
+
+
+def test_the_redirect_chain_and_final_url_are_stored(hostile, db):
+    _land(db, _fetcher(), [hostile.url("/chain/2"), hostile.url("/page/1")])
+    rows = {url: (final, chain) for url, final, chain in
+            db.query("SELECT url, final_url, redirect_chain FROM pages")}
+    chain = [hostile.url("/chain/2"), hostile.url("/chain/1")]
+    assert rows[hostile.url("/chain/2")] == (hostile.url("/chain/0"), chain)
+    assert rows[hostile.url("/page/1")] == (hostile.url("/page/1"), [])
+
+
+def test_what_the_fetcher_learned_about_the_host_lands_with_the_batch(hostile, db):
+    _land(db, _fetcher(), [hostile.url("/page/1")])
+    assert db.query("SELECT host, robots_status, delay_ms, robots_fetched_at IS NOT NULL FROM hosts") == [
+        (origin_of(hostile.base_url), 404, 0, True)]
+
+
+def test_validators_come_from_the_latest_version_only(hostile, db):
+    url, never_landed = hostile.url("/etag"), hostile.url("/never-landed")
+    _land(db, _fetcher(), [url])
+    ((modified,),) = db.query("SELECT last_modified FROM pages")
+    with db.read() as con:
+        assert latest_validators(con, [url, never_landed]) == {url: ('"v1"', modified)}
+    # A later version that is an error must not be asked for conditionally: a 304 would keep the
+    # error as the page's latest version.
+    now = datetime.now(UTC).replace(tzinfo=None)
+    failed = FetchResult(url, url, None, None, b"", "ConnectionError: reset", now, 1.0)
+    land_batch(db, "b2", [FrontierURL("c1", url, 0)], {url: failed}, {})
+    with db.read() as con:
+        assert latest_validators(con, [url]) == {}

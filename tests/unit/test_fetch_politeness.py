@@ -1,0 +1,138 @@
+"""Politeness (crawl_platform.hosts, used by crawl_platform.fetcher): one request at a time per host,
+robots.txt Crawl-delay (capped), and a gap that adapts to the host's 429/503s and latency, is kept
+in the ``hosts`` table across runs, and decays back when the host is healthy."""
+
+from __future__ import annotations
+
+import time
+from itertools import pairwise
+
+import pytest
+
+from crawl_platform.fetcher import Fetcher
+from crawl_platform.hosts import HostPacer, load_hosts, origin_of
+from crawl_platform.landing import land_batch
+from crawl_platform.retry import RetryPolicy
+from crawl_platform.store import CrawlStore
+from tests.hostile_site import HostileSite, Reply, dead_port
+
+AGENT = "crawl-platform-test/1.0"
+
+
+@pytest.fixture
+def hostile():
+    with HostileSite() as site:
+        yield site
+
+
+def _fetcher(pacer: HostPacer | None = None, **overrides) -> Fetcher:
+    options = {"allowed_networks": ["127.0.0.0/8"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
+               "read_timeout_s": 5.0, "obey_robots": False, "retry": RetryPolicy(max_attempts=1)} | overrides
+    fetcher = Fetcher(AGENT, **options)
+    if pacer is not None:
+        fetcher.pacer = pacer
+    return fetcher
+
+
+def _gaps(site: HostileSite, paths: list[str]) -> list[float]:
+    site.settle()
+    starts = {s.path: s.started_at for s in site.requests}
+    return [starts[b] - starts[a] for a, b in pairwise(paths)]
+
+
+def test_429_and_503_widen_the_gap_and_healthy_answers_narrow_it_again(hostile):
+    pacer = HostPacer(0.0, max_delay_s=0.8, throttle_delay_s=0.2, slow_response_s=1.0, decay=0.5)
+    paths = ["/status/503?u=1", "/status/429?u=2", "/status/503?u=3", "/page/1", "/page/2", "/page/3", "/page/4"]
+    results = _fetcher(pacer).fetch_all([hostile.url(p) for p in paths])
+    assert [results[hostile.url(p)].status for p in paths] == [503, 429, 503, 200, 200, 200, 200]
+    gaps = _gaps(hostile, paths)
+    # Doubling from the first step (0.2 s) up to the cap (0.8 s), then halving while healthy.
+    expected = [0.2, 0.4, 0.8, 0.4, 0.2, 0.1]
+    for gap, want in zip(gaps, expected, strict=True):
+        assert want - 0.01 <= gap < want + 0.15, (gaps, expected)
+    assert pacer.learned() == {origin_of(hostile.base_url): 50}
+
+
+def test_slow_answers_widen_the_gap(hostile):
+    pacer = HostPacer(0.0, slow_response_s=0.15)
+    paths = ["/slow?ms=300&u=1", "/slow?ms=300&u=2", "/slow?ms=300&u=3"]
+    _fetcher(pacer).fetch_all([hostile.url(p) for p in paths])
+    gaps = _gaps(hostile, paths)
+    # Answers take 0.3 s; the host now gets twice that between request starts.
+    assert all(0.59 <= g < 0.8 for g in gaps), gaps
+    assert 600 <= pacer.learned()[origin_of(hostile.base_url)] <= 700
+
+
+def test_the_learned_gap_is_kept_in_the_hosts_table_for_the_next_run(hostile, tmp_path):
+    store = CrawlStore(tmp_path / "crawl.duckdb")
+    origin = origin_of(hostile.base_url)
+    first = _fetcher(HostPacer(0.0, throttle_delay_s=0.2, decay=0.9))
+    first.fetch_all([hostile.url("/status/503?u=1"), hostile.url("/status/503?u=2")])
+    land_batch(store, "b1", [], {}, {}, first.host_records())
+    assert store.query("SELECT host, delay_ms FROM hosts") == [(origin, 400)]
+
+    # The next run starts from 0.4 s, not from its configured 0 s.
+    second = _fetcher(HostPacer(0.0, throttle_delay_s=0.2, decay=0.9))
+    with store.read() as con:
+        second.prime(load_hosts(con, [origin]).values())
+    paths = ["/page/1", "/page/2", "/page/3"]
+    second.fetch_all([hostile.url(p) for p in paths])
+    gaps = _gaps(hostile, paths)
+    assert gaps[0] >= 0.35, gaps  # 0.4 s decayed once (x0.9) by the healthy first answer
+    land_batch(store, "b2", [], {}, {}, second.host_records())
+    (delay_ms,) = store.query("SELECT delay_ms FROM hosts")[0]
+    assert delay_ms < 400  # healthy answers brought it down, and that is stored too
+
+
+def test_the_gap_holds_from_one_run_to_the_next(hostile, tmp_path):
+    store = CrawlStore(tmp_path / "crawl.duckdb")
+    first = _fetcher(host_delay_s=0.4)
+    first.fetch(hostile.url("/page/1"))
+    land_batch(store, "b1", [], {}, {}, first.host_records())
+    second = _fetcher(host_delay_s=0.4)  # the next batch run, starting at once
+    with store.read() as con:
+        second.prime(load_hosts(con, [origin_of(hostile.base_url)]).values())
+    second.fetch(hostile.url("/page/2"))
+    (gap,) = _gaps(hostile, ["/page/1", "/page/2"])
+    assert gap >= 0.39
+
+
+def test_one_request_at_a_time_per_host_and_hosts_in_parallel(hostile):
+    with HostileSite("127.0.0.2") as other:
+        urls = [site.url(f"/slow?ms=200&u={k}") for site in (hostile, other) for k in range(3)]
+        started = time.monotonic()
+        results = _fetcher().fetch_all(urls)
+        took = time.monotonic() - started
+        assert all(r.status == 200 for r in results.values())
+        other.settle()
+        hostile.settle()
+        for site in (hostile, other):
+            spans = sorted((s.started_at, s.finished_at) for s in site.requests)
+            assert len(spans) == 3
+            assert all(prev_end <= start for (_, prev_end), (start, _) in pairwise(spans)), spans
+        assert took < 1.0  # one host after the other would take 1.2 s
+
+
+def test_robots_crawl_delay_is_honoured(hostile):
+    hostile.robots = Reply(200, b"User-agent: *\nCrawl-delay: 0.3\n")
+    paths = ["/page/1", "/page/2", "/page/3"]
+    _fetcher(obey_robots=True).fetch_all([hostile.url(p) for p in paths])
+    assert all(0.29 <= g < 0.5 for g in _gaps(hostile, paths))
+
+
+def test_a_huge_crawl_delay_is_capped(hostile):
+    hostile.robots = Reply(200, b"User-agent: *\nCrawl-delay: 3600\n")
+    paths = ["/page/1", "/page/2", "/page/3"]
+    _fetcher(obey_robots=True, max_crawl_delay_s=0.3).fetch_all([hostile.url(p) for p in paths])
+    assert all(0.29 <= g < 0.5 for g in _gaps(hostile, paths))
+
+
+def test_a_dead_host_is_given_up_after_consecutive_connection_failures():
+    base = f"http://127.0.0.1:{dead_port()}"
+    fetcher = _fetcher(retry=RetryPolicy(max_attempts=2, backoff_s=0.01))
+    started = time.monotonic()
+    results = fetcher.fetch_all([f"{base}/page/{k}" for k in range(20)])
+    assert time.monotonic() - started < 3.0
+    errors = [results[f"{base}/page/{k}"].error or "" for k in range(20)]
+    assert all("Connection refused" in e for e in errors[:2])  # 2 URLs x 2 attempts: 4 failures
+    assert errors[2:] == ["host unreachable: 5 connection failures in a row"] * 18  # the 5th, then none

@@ -1,0 +1,142 @@
+"""Retries (crawl_platform.retry, used by crawl_platform.fetcher): connection failures, 429 and 5xx
+are tried again with exponential backoff and jitter, Retry-After is honoured, the total wait is
+bounded, and a final failure is a result with its error, never an exception."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from itertools import pairwise
+from urllib.parse import quote
+
+import pytest
+
+from crawl_platform.fetcher import Fetcher
+from crawl_platform.hosts import HostPacer
+from crawl_platform.retry import RetryPolicy, parse_retry_after
+from tests.hostile_site import HostileSite, dead_port
+
+AGENT = "crawl-platform-test/1.0"
+
+
+@pytest.fixture
+def hostile():
+    with HostileSite() as site:
+        yield site
+
+
+def _fetcher(retry: RetryPolicy, **overrides) -> Fetcher:
+    options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
+               "read_timeout_s": 5.0, "obey_robots": False, "retry": retry} | overrides
+    fetcher = Fetcher(AGENT, **options)
+    fetcher.pacer = HostPacer(0.0, max_delay_s=0.0)  # isolate retry waits from adaptive politeness
+    return fetcher
+
+
+def _starts(site: HostileSite, path: str) -> list[float]:
+    site.settle()
+    return [s.started_at for s in site.seen(path)]
+
+
+def test_retry_after_in_seconds_is_honoured(hostile):
+    path = "/status/429?times=1&retry_after=1"
+    result = _fetcher(RetryPolicy(backoff_s=0.01)).fetch(hostile.url(path))
+    assert result.status == 200
+    assert b"Recovered" in result.body
+    assert result.attempts == 2
+    first, second = _starts(hostile, path)
+    assert 1.0 <= second - first < 1.5
+
+
+def test_retry_after_as_an_http_date_is_honoured(hostile):
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=2), usegmt=True)
+    path = f"/status/503?times=1&retry_after={quote(when)}"
+    result = _fetcher(RetryPolicy(backoff_s=0.01)).fetch(hostile.url(path))
+    assert result.status == 200
+    first, second = _starts(hostile, path)
+    assert second - first >= 0.9  # the date has whole seconds: between 1 and 2 s from now
+
+
+def test_a_retry_after_beyond_the_budget_ends_the_attempts_at_once(hostile):
+    path = "/status/429?retry_after=3600"
+    started = time.monotonic()
+    result = _fetcher(RetryPolicy(max_total_wait_s=5.0)).fetch(hostile.url(path))
+    assert time.monotonic() - started < 1.0
+    assert result.status == 429
+    assert result.error == "HTTP 429: gave up after 1 attempt: Retry-After 3600s exceeds the retry budget of 5.0s"
+    assert len(_starts(hostile, path)) == 1
+
+
+def test_a_flapping_503_is_retried_until_it_answers(hostile):
+    result = _fetcher(RetryPolicy(backoff_s=0.05)).fetch(hostile.url("/flap"))
+    assert result.status == 200
+    assert result.error is None
+    assert result.attempts == 2
+
+
+def test_backoff_grows_exponentially_with_jitter_and_attempts_are_bounded(hostile):
+    path = "/status/503"
+    result = _fetcher(RetryPolicy(max_attempts=4, backoff_s=0.2)).fetch(hostile.url(path))
+    assert result.status == 503
+    assert result.error == "HTTP 503: gave up after 4 attempts"
+    assert result.attempts == 4
+    gaps = [b - a for a, b in pairwise(_starts(hostile, path))]
+    assert len(gaps) == 3
+    # Attempt n waits between half and all of 0.2 * 2**(n-1): 0.1-0.2, 0.2-0.4, 0.4-0.8.
+    for n, gap in enumerate(gaps):
+        ceiling = 0.2 * 2 ** n
+        assert ceiling / 2 <= gap < ceiling + 0.1, gaps
+
+
+def test_the_total_wait_is_bounded(hostile):
+    started = time.monotonic()
+    result = _fetcher(RetryPolicy(max_attempts=50, backoff_s=0.2, max_total_wait_s=1.0)).fetch(
+        hostile.url("/status/502"))
+    took = time.monotonic() - started
+    assert result.status == 502
+    assert "exceeds the retry budget" in (result.error or "")
+    assert took < 1.5
+    assert len(_starts(hostile, "/status/502")) <= 5
+
+
+def test_a_dropped_connection_is_retried(hostile):
+    path = "/drop?times=2"
+    result = _fetcher(RetryPolicy(max_attempts=3, backoff_s=0.02)).fetch(hostile.url(path))
+    assert result.status == 200
+    assert b"Answered at last" in result.body
+    assert result.attempts == 3
+    assert len(_starts(hostile, path)) == 3
+
+
+def test_4xx_other_than_429_is_final_at_once(hostile):
+    result = _fetcher(RetryPolicy(backoff_s=0.01)).fetch(hostile.url("/status/404"))
+    assert (result.status, result.error, result.attempts) == (404, None, 1)
+    assert len(_starts(hostile, "/status/404")) == 1
+
+
+def test_a_connection_that_never_succeeds_is_a_result_with_the_error():
+    url = f"http://127.0.0.1:{dead_port()}/page"
+    result = _fetcher(RetryPolicy(max_attempts=3, backoff_s=0.02)).fetch(url)
+    assert result.status is None
+    assert "Connection refused" in (result.error or "")
+    assert result.error.endswith("(gave up after 3 attempts)")
+    assert result.attempts == 3
+
+
+def test_waits_are_jittered_within_the_exponential_ceiling():
+    policy = RetryPolicy(max_attempts=10, backoff_s=0.4, max_backoff_s=10.0)
+    for attempt, ceiling in ((1, 0.4), (2, 0.8), (3, 1.6)):
+        waits = [policy.wait_before(attempt, 0.0) for _ in range(200)]
+        assert all(isinstance(w, float) and ceiling / 2 <= w <= ceiling for w in waits)
+        assert len(set(waits)) > 100  # spread out, not the same instant for every worker
+
+
+def test_parse_retry_after():
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert parse_retry_after("120", now) == 120.0
+    assert parse_retry_after("Thu, 01 Jan 2026 12:00:30 GMT", now) == 30.0
+    assert parse_retry_after("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0.0  # in the past: now
+    assert parse_retry_after("soon", now) is None
+    assert parse_retry_after(None, now) is None
+    assert parse_retry_after("-5", now) is None
