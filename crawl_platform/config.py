@@ -8,6 +8,7 @@ values in ``__init__`` and a ``from_settings`` classmethod wires them from this 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -118,6 +119,45 @@ class Settings(BaseSettings):
         10 * 1024 * 1024, gt=0, validation_alias=AliasChoices("CRAWL_MAX_BODY_BYTES", "max_body_bytes")
     )
     max_redirects: int = Field(5, ge=0, validation_alias=AliasChoices("CRAWL_MAX_REDIRECTS", "max_redirects"))
+    fetch_deadline_s: float = Field(
+        30.0, gt=0, validation_alias=AliasChoices("CRAWL_FETCH_DEADLINE", "fetch_deadline_s"),
+        description="Total seconds for one response (connect, headers and body); a trickling server is cut off.",
+    )
+    content_types: list[str] = Field(
+        default_factory=lambda: ["text/html", "application/xhtml+xml"],
+        validation_alias=AliasChoices("CRAWL_CONTENT_TYPES", "content_types"),
+        description="JSON list of media types whose body is downloaded and parsed; other responses land "
+        "with their status and type but no body.",
+    )
+    fetch_max_attempts: int = Field(
+        3, ge=1, validation_alias=AliasChoices("CRAWL_FETCH_MAX_ATTEMPTS", "fetch_max_attempts"),
+        description="Tries per URL (the first included) for connection errors, 429 and 5xx.",
+    )
+    retry_backoff_s: float = Field(
+        0.5, ge=0, validation_alias=AliasChoices("CRAWL_RETRY_BACKOFF", "retry_backoff_s"),
+        description="First retry backoff; doubles each try, with jitter, capped at 10 s.",
+    )
+    retry_max_wait_s: float = Field(
+        30.0, ge=0, validation_alias=AliasChoices("CRAWL_RETRY_MAX_WAIT", "retry_max_wait_s"),
+        description="Most seconds one URL waits in retries; a longer Retry-After fails it at once.",
+    )
+    max_crawl_delay_s: float = Field(
+        10.0, ge=0, validation_alias=AliasChoices("CRAWL_MAX_CRAWL_DELAY", "max_crawl_delay_s"),
+        description="Cap on a robots.txt Crawl-delay.",
+    )
+    max_host_delay_ms: int = Field(
+        30_000, ge=0, validation_alias=AliasChoices("CRAWL_MAX_HOST_DELAY_MS", "max_host_delay_ms"),
+        description="Cap on the adaptive per-host delay (raised by 429/503 and slow answers).",
+    )
+    slow_response_ms: int = Field(
+        2_000, gt=0, validation_alias=AliasChoices("CRAWL_SLOW_RESPONSE_MS", "slow_response_ms"),
+        description="A slower response raises its host's delay to twice the response time.",
+    )
+    proxies: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("CRAWL_PROXIES", "proxies"),
+        description="JSON list of proxy URLs used in rotation; write a password as ${ENV_VAR} so it stays "
+        "in the environment. A failing proxy sits out 60 s.",
+    )
     obey_robots: bool = Field(True, validation_alias=AliasChoices("CRAWL_OBEY_ROBOTS", "obey_robots"))
     allowed_networks: list[str] = Field(
         default_factory=list,
@@ -139,11 +179,6 @@ class Settings(BaseSettings):
     )
     default_scope: Scope = Field("host", validation_alias=AliasChoices("CRAWL_DEFAULT_SCOPE", "default_scope"))
 
-    @property
-    def allow_private_networks(self) -> bool:
-        """Whether any non-public network is allowed (until the fetcher takes CIDRs)."""
-        return bool(self.allowed_networks)
-
     def to_env(self) -> dict[str, str]:
         """Every setting as the environment variable that sets it (hands settings to child processes)."""
         env = {}
@@ -153,6 +188,10 @@ class Settings(BaseSettings):
             value = getattr(self, name)
             env[str(var)] = json.dumps(value) if isinstance(value, dict | list) else str(value)
         return env
+
+    def secrets(self) -> dict[str, str]:
+        """The environment, for ``${VAR}`` references in settings such as proxy passwords."""
+        return dict(os.environ)
 
     def celery_run_config(self) -> dict[str, object]:
         """Executor run config of the Celery job: a lost worker's task goes to another worker."""

@@ -8,10 +8,8 @@ a plain script or a test; the Dagster layer only adds scheduling, config and met
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from crawl_platform.bus import KafkaBus, OffsetRange
 from crawl_platform.config import Settings
@@ -20,6 +18,7 @@ from crawl_platform.frontier import Frontier, FrontierGrowth
 from crawl_platform.hosts import load_hosts, origin_of
 from crawl_platform.landing import LandedBatch, land_batch, latest_validators
 from crawl_platform.messages import (
+    CrawlRequest,
     DeadLetter,
     FrontierURL,
     MessageDecodeError,
@@ -132,7 +131,7 @@ class BatchCrawler:
         scopes: dict[str, CrawlScope] = {}
         for crawl_id, scope, seeds, allow, deny, agent in crawls:
             agents[crawl_id] = agent or None
-            scopes[crawl_id] = crawl_scope(scope, seeds, allow, deny)
+            scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny)
         return [
             FetchRequest(i.url, user_agent=agents.get(i.crawl_id),
                          in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
@@ -164,14 +163,6 @@ def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, Fet
             report.fetched += 1
     report.new_versions = landed.new_versions
     report.links = landed.links
-
-
-def crawl_scope(scope: str, seeds: list[str], allow: list[str] | None, deny: list[str] | None) -> CrawlScope:
-    """The scope of a ``crawls`` row (a pattern that no longer compiles restricts nothing)."""
-    try:
-        return CrawlScope.for_seeds(scope, list(seeds), allow or (), deny or ())  # type: ignore[arg-type]
-    except re.error:
-        return CrawlScope.for_seeds(scope, list(seeds))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -213,7 +204,7 @@ class SeedIntake:
             report.crawls.append(request.crawl_id)
             report.admitted += growth.admitted
             report.published += growth.published
-            if getattr(request, "use_sitemaps", False) and self.fetcher is not None and request.max_depth >= 1:
+            if request.use_sitemaps and self.fetcher is not None and request.max_depth >= 1:
                 from_sitemaps = self._admit_sitemap_urls(request, self.fetcher)
                 report.admitted += from_sitemaps.admitted
                 report.published += from_sitemaps.published
@@ -222,10 +213,10 @@ class SeedIntake:
         report.dead_letters = len(letters)
         return report
 
-    def _admit_sitemap_urls(self, request: Any, fetcher: Fetcher) -> FrontierGrowth:
-        scope = crawl_scope(request.scope, [canonicalize(s) for s in request.seeds],
-                            list(getattr(request, "allow_patterns", ())), list(getattr(request, "deny_patterns", ())))
-        agent = getattr(request, "user_agent", "") or None
+    def _admit_sitemap_urls(self, request: CrawlRequest, fetcher: Fetcher) -> FrontierGrowth:
+        scope = CrawlScope.from_row(request.scope, [canonicalize(s) for s in request.seeds],
+                                    request.allow_patterns, request.deny_patterns)
+        agent = request.user_agent or None
         urls: dict[str, None] = {}
         for seed in sorted({canonicalize(s) for s in request.seeds}):
             room = request.max_pages - len(urls)
@@ -233,8 +224,4 @@ class SeedIntake:
                 break
             urls.update(dict.fromkeys(discover_sitemap_urls(fetcher, seed, room, user_agent=agent,
                                                             in_scope=scope.admits)))
-        candidates = [(request.crawl_id, url, 1) for url in urls]
-        # Frontier has no public "admit these URLs" yet; _admit/_publish are its own two steps.
-        with self.frontier.store.write() as con:
-            admitted = self.frontier._admit(con, candidates)
-        return self.frontier._publish(admitted, len(candidates))
+        return self.frontier.admit(request.crawl_id, list(urls), depth=1)

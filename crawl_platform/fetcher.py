@@ -12,7 +12,6 @@ exchange itself is :mod:`crawl_platform.transport`; robots.txt is :mod:`crawl_pl
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import defaultdict
@@ -148,15 +147,8 @@ class Fetcher:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Fetcher:
-        networks = getattr(settings, "allowed_networks", None)
-        if networks is None:  # settings from before CRAWL_ALLOWED_NETWORKS
-            networks = ["0.0.0.0/0", "::/0"] if getattr(settings, "allow_private_networks", False) else []
-        retry = RetryPolicy(
-            max_attempts=getattr(settings, "fetch_max_attempts", 3),
-            backoff_s=getattr(settings, "retry_backoff_s", 0.5),
-            max_total_wait_s=getattr(settings, "retry_max_wait_s", 30.0),
-        )
-        proxies = getattr(settings, "proxies", [])
+        retry = RetryPolicy(max_attempts=settings.fetch_max_attempts, backoff_s=settings.retry_backoff_s,
+                            max_total_wait_s=settings.retry_max_wait_s)
         return cls(
             user_agent=settings.user_agent,
             connect_timeout_s=settings.connect_timeout_s,
@@ -166,15 +158,15 @@ class Fetcher:
             host_delay_s=settings.host_delay_ms / 1000.0,
             concurrency=settings.fetch_concurrency,
             obey_robots=settings.obey_robots,
-            allowed_networks=list(networks),
-            deadline_s=getattr(settings, "fetch_deadline_s", 30.0),
-            content_types=getattr(settings, "content_types", HTML_TYPES),
+            allowed_networks=list(settings.allowed_networks),
+            deadline_s=settings.fetch_deadline_s,
+            content_types=settings.content_types,
             retry=retry,
-            max_crawl_delay_s=getattr(settings, "max_crawl_delay_s", MAX_CRAWL_DELAY_S),
-            max_host_delay_s=getattr(settings, "max_host_delay_ms", 30_000) / 1000.0,
-            slow_response_s=getattr(settings, "slow_response_ms", 2_000) / 1000.0,
-            # ${VAR} references in proxy URLs are secrets kept in the environment.
-            proxies=ProxyPool.from_settings_list(proxies, os.environ).proxies if proxies else (),
+            max_crawl_delay_s=settings.max_crawl_delay_s,
+            max_host_delay_s=settings.max_host_delay_ms / 1000.0,
+            slow_response_s=settings.slow_response_ms / 1000.0,
+            proxies=(ProxyPool.from_settings_list(settings.proxies, settings.secrets()).proxies
+                     if settings.proxies else ()),
         )
 
     # --- host state shared across runs -----------------------------------------------------------

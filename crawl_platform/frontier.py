@@ -10,7 +10,6 @@ what :meth:`Frontier.expand` reads; :mod:`crawl_platform.bus` carries what it pu
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -105,7 +104,7 @@ class Frontier:
             for crawl_id, depth, url, scope, seeds, allow, deny in rows:
                 crawl_scope = scopes.get(crawl_id)
                 if crawl_scope is None:
-                    crawl_scope = scopes[crawl_id] = _scope_of(scope, seeds, allow, deny)
+                    crawl_scope = scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny)
                 if crawl_scope.admits(url):
                     candidates.append((crawl_id, url, depth))
             admitted = self._admit(con, candidates)
@@ -126,6 +125,14 @@ class Frontier:
                      AND frontier.url = b.url AND frontier.state IN ('discovered', 'queued')""",
                 [batch_id, _now()],
             )
+        return self._publish(admitted, len(candidates))
+
+    def admit(self, crawl_id: str, urls: list[str], depth: int) -> FrontierGrowth:
+        """Admit already scope-checked URLs of a crawl at ``depth`` (e.g. from its sitemaps) and
+        publish the new ones; the crawl's page caps apply."""
+        candidates = [(crawl_id, url, depth) for url in urls]
+        with self.store.write() as con:
+            admitted = self._admit(con, candidates)
         return self._publish(admitted, len(candidates))
 
     def republish_stale(self, older_than_s: float = STALE_DISCOVERED_S) -> FrontierGrowth:
@@ -241,11 +248,3 @@ class Frontier:
                 )
         return FrontierGrowth(discovered, len(urls), len(confirmed), len(urls) - len(confirmed))
 
-
-def _scope_of(scope: str, seeds: list[str], allow: list[str] | None, deny: list[str] | None) -> CrawlScope:
-    try:
-        return CrawlScope.for_seeds(scope, list(seeds), allow or (), deny or ())  # type: ignore[arg-type]
-    except re.error:
-        # Patterns are validated on submission; one that slipped through blocks nothing rather
-        # than stalling the whole batch.
-        return CrawlScope.for_seeds(scope, list(seeds))  # type: ignore[arg-type]

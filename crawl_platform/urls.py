@@ -143,6 +143,16 @@ class CrawlScope:
         return cls(scope, frozenset(host_of(s) for s in seeds),
                    tuple(re.compile(p) for p in allow), tuple(re.compile(p) for p in deny))
 
+    @classmethod
+    def from_row(cls, scope: str, seeds: Sequence[str], allow: Sequence[str] | None,
+                 deny: Sequence[str] | None) -> CrawlScope:
+        """The scope of a stored crawl. Patterns were validated on submission; one that no longer
+        compiles restricts nothing rather than stalling every batch of the crawl."""
+        try:
+            return cls.for_seeds(scope, list(seeds), allow or (), deny or ())  # type: ignore[arg-type]
+        except re.error:
+            return cls.for_seeds(scope, list(seeds))  # type: ignore[arg-type]
+
     def rejection(self, url: str) -> str | None:
         """Why ``url`` (canonical) is outside the crawl, or None when it belongs to it."""
         if not self._in_domain(url):
