@@ -151,7 +151,7 @@ class Settings(BaseSettings):
     )
     slow_response_ms: int = Field(
         2_000, gt=0, validation_alias=AliasChoices("CRAWL_SLOW_RESPONSE_MS", "slow_response_ms"),
-        description="A slower response raises its host's delay to twice the response time.",
+        description="After a slower response its host waits as long again before the next request.",
     )
     proxies: list[str] = Field(
         default_factory=list, validation_alias=AliasChoices("CRAWL_PROXIES", "proxies"),

@@ -291,10 +291,10 @@ class Fetcher:
             if self.pacer.unreachable(origin):
                 limit = self.pacer.failure_limit
                 raise _NoResponseError(f"host unreachable: {limit} connection failures in a row", attempts)
-            self.pacer.wait_turn(origin, self._crawl_delay(origin, agent))
             attempts += 1
             try:
-                resp = self.transport.get(url, headers, accepts=self._accepts(accept_any))
+                with self.pacer.turn(origin, self._crawl_delay(origin, agent)):
+                    resp = self.transport.get(url, headers, accepts=self._accepts(accept_any))
             except ConnectionFailedError as err:
                 self.pacer.observe(origin, None, None)
                 wait = self.retry.wait_before(attempts, waited)

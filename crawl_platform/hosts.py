@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -50,6 +51,7 @@ class HostRecord:
 class _HostState:
     delay_s: float
     last_start: float = float("-inf")  # time.monotonic() of the latest request (or reserved slot)
+    last_end: float = float("-inf")  # when the latest response (or failure) was over
     connection_failures: int = 0
     touched: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -88,17 +90,32 @@ class HostPacer:
             state = self._hosts[origin] = _HostState(min(self.max_delay_s, max(self.base_delay_s, delay)))
             if last_contact is not None:
                 ago = (datetime.now(UTC).replace(tzinfo=None) - last_contact).total_seconds()
-                state.last_start = time.monotonic() - max(0.0, ago)
+                state.last_start = state.last_end = time.monotonic() - max(0.0, ago)
 
     def delay_s(self, origin: str) -> float:
         return self._state(origin).delay_s
 
+    @contextmanager
+    def turn(self, origin: str, floor_s: float = 0.0) -> Iterator[None]:
+        """One request to ``origin``: waits for its turn, and marks when it was over, so the next
+        request starts at least the delay after this one *ended*. Counting from the end is what
+        the server sees as the gap, whatever connection setup or transfer took."""
+        self.wait_turn(origin, floor_s)
+        try:
+            yield
+        finally:
+            state = self._state(origin)
+            with state.lock:
+                state.last_end = time.monotonic()
+
     def wait_turn(self, origin: str, floor_s: float = 0.0) -> None:
-        """Sleep until ``origin`` may get its next request; the gap counts from request start."""
+        """Sleep until ``origin`` may get its next request: the delay after the previous request
+        started and after it ended (see :meth:`turn`)."""
         state = self._state(origin)
         with state.lock:  # reserving under the lock keeps two threads on one host apart too
             now = time.monotonic()
-            start = max(now, state.last_start + max(state.delay_s, floor_s))
+            gap = max(state.delay_s, floor_s)
+            start = max(now, state.last_start + gap, state.last_end + gap)
             state.last_start = start
             state.touched = True
         if start > now:
@@ -117,7 +134,9 @@ class HostPacer:
                 state.delay_s = min(self.max_delay_s, max(2 * old, self.throttle_delay_s))
                 state.connection_failures = 0
             elif latency_s is not None and latency_s > self.slow_response_s:
-                state.delay_s = min(self.max_delay_s, max(old, 2 * latency_s))
+                # The gap counts from the end of a response: waiting one response time after it
+                # halves the load a slow server sees (requests start twice the latency apart).
+                state.delay_s = min(self.max_delay_s, max(old, latency_s))
                 state.connection_failures = 0
             else:
                 decayed = old * self.decay

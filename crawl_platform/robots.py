@@ -104,8 +104,8 @@ def fetch_robots_txt(transport: Transport, pacer: HostPacer, robots_url: str,
     headers = {"User-Agent": user_agent, "Accept": "text/plain,*/*;q=0.5"}
     try:
         for _hop in range(ROBOTS_MAX_REDIRECTS + 1):
-            pacer.wait_turn(origin_of(url))
-            resp = transport.get(url, headers, body_cap=ROBOTS_MAX_BYTES, truncate=True)
+            with pacer.turn(origin_of(url)):
+                resp = transport.get(url, headers, body_cap=ROBOTS_MAX_BYTES, truncate=True)
             location = resp.headers.get("Location")
             if resp.status not in _REDIRECTS or not location:
                 return resp.status, resp.body

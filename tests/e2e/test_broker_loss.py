@@ -21,9 +21,9 @@ def test_crawl_survives_a_broker_restart_that_lost_everything(start_platform, tm
     broker = EmbeddedBroker(port=port, log_path=tmp_path / "tansu.log").start()
     try:
         settings, env = start_platform(kafka_bootstrap_servers=broker.bootstrap_servers,
-                                       host_delay_ms=40, batch_size=25)
+                                       host_delay_ms=40, batch_size=40)
         store = CrawlStore.from_settings(settings)
-        with DemoSite(n_pages=150, seed=9).serve() as server:
+        with DemoSite(n_pages=120, seed=9).serve() as server:
             waiter = subprocess.Popen(
                 [sys.executable, "-m", "crawl_platform.cli", "crawl", server.base_url + "/", "--crawl-id", "lossy",
                  "--wait", "--timeout", "400"], env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)

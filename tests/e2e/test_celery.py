@@ -25,14 +25,14 @@ BROKERS = {
 def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platform, broker_name, tmp_path):
     broker_url, backend = BROKERS[broker_name]
     settings, env = start_platform(executor="celery", celery_broker=broker_url, celery_backend=backend,
-                                   host_delay_ms=0, batch_size=40)
+                                   host_delay_ms=0, batch_size=100)
     log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - closed below
     worker = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "worker", "--concurrency", "2"],
                               env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         time.sleep(5)
         assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-        with DemoSite(n_pages=80, seed=5).serve() as server:
+        with DemoSite(n_pages=50, seed=5).serve() as server:
             done = cli(env, "crawl", server.base_url + "/", "--crawl-id", f"celery-{broker_name}",
                        "--wait", "--timeout", "300")
             assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "worker.log").read_text()[-3000:]

@@ -19,7 +19,7 @@ SITE_PAGES = 300
 
 @pytest.fixture(scope="module")
 def platform(start_platform):
-    return start_platform(host_delay_ms=0, batch_size=60)
+    return start_platform(host_delay_ms=0, batch_size=100)
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ def test_slow_answers_widen_the_gap(hostile):
     gaps = _gaps(hostile, paths)
     # Answers take 0.3 s; the host now gets twice that between request starts.
     assert all(0.59 <= g < 0.8 for g in gaps), gaps
-    assert 600 <= pacer.learned()[origin_of(hostile.base_url)] <= 700
+    assert 300 <= pacer.learned()[origin_of(hostile.base_url)] <= 400  # waited after each answer
 
 
 def test_the_learned_gap_is_kept_in_the_hosts_table_for_the_next_run(hostile, tmp_path):
