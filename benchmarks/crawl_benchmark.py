@@ -13,6 +13,7 @@ and the per-stage split reported by the batches. Loopback only; stops by itself.
 """
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -43,10 +44,10 @@ def first_row_after(store: CrawlStore, started: float, timeout: float = 300.0) -
     return float("nan")
 
 
-def run_engine(settings: Settings, seed: str) -> None:
+def run_engine(settings: Settings, seeds: list[str]) -> None:
     bus = KafkaBus.from_settings(settings)
     bus.ensure_topics()
-    submit_crawl(bus, build_crawl_request([seed], crawl_id="bench", max_pages=10**7, max_depth=100))
+    submit_crawl(bus, build_crawl_request(seeds, crawl_id="bench", max_pages=10**7, max_depth=100))
     intake, crawler = SeedIntake.from_settings(settings), BatchCrawler.from_settings(settings)
     for r in plan_batches(bus.watermarks(settings.seeds_topic), {}, 10_000, 100).ranges:
         intake.register(r)
@@ -68,11 +69,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=200)
     parser.add_argument("--host-delay-ms", type=int, default=0)
     parser.add_argument("--max-concurrent-runs", type=int, default=4)
+    parser.add_argument("--hosts", type=int, default=1, help="serve the pages from this many hosts (ports)")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="crawl-bench-"))
-    site = DemoSite(n_pages=args.pages, seed=1)
-    with EmbeddedBroker(port=0) as broker, site.serve() as server:
+    sites = [DemoSite(n_pages=max(2, args.pages // args.hosts), seed=1 + i) for i in range(args.hosts)]
+    with contextlib.ExitStack() as stack:
+        broker = stack.enter_context(EmbeddedBroker(port=0))
+        servers = [stack.enter_context(site.serve()) for site in sites]
         tag = uuid.uuid4().hex[:6]
         settings = Settings(
             kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
@@ -81,12 +85,13 @@ def main() -> None:
             host_delay_ms=args.host_delay_ms, allowed_networks=["127.0.0.0/8"],
         )
         store = CrawlStore.from_settings(settings)
-        expected = site.expected_urls(server.base_url)
-        seed = server.base_url + "/"
+        expected = set().union(*(site.expected_urls(server.base_url)
+                                 for site, server in zip(sites, servers, strict=True)))
+        seeds = [server.base_url + "/" for server in servers]
         cpu_before = os.times()
         if args.mode == "engine":
             started = time.monotonic()
-            run_engine(settings, seed)
+            run_engine(settings, seeds)
             wall = time.monotonic() - started
             first = float("nan")
         else:
@@ -97,7 +102,7 @@ def main() -> None:
             try:
                 time.sleep(8)  # daemon warm-up: sensors start ticking
                 started = time.monotonic()
-                proc = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", seed,
+                proc = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", *seeds,
                                          "--crawl-id", "bench", "--max-pages", str(10**7), "--max-depth", "100",
                                          "--wait", "--timeout", "1800"], env=env, cwd=REPO,
                                         stdout=subprocess.DEVNULL)
@@ -110,7 +115,8 @@ def main() -> None:
         landed = store.query("SELECT count(DISTINCT url), count(*) FROM pages")[0]
         stages = store.query("SELECT sum(elapsed_ms) / 1000 FROM pages")[0][0]
         runs = len(list((tmp / "dagster_home" / "storage").glob("*"))) if args.mode == "dagster" else 0
-    print(f"mode={args.mode} pages_expected={len(expected)} pages_landed={landed[0]} rows={landed[1]} "
+    print(f"mode={args.mode} hosts={args.hosts} pages_expected={len(expected)} pages_landed={landed[0]} "
+          f"rows={landed[1]} "
           f"exactly_once={landed[0] == landed[1] == len(expected)}")
     print(f"wall_s={wall:.1f} pages_per_s={landed[0] / wall:.1f} seed_to_first_row_s={first:.1f} "
           f"fetch_time_sum_s={stages:.1f} batch_size={args.batch_size} host_delay_ms={args.host_delay_ms} "

@@ -86,6 +86,11 @@ class Settings(BaseSettings):
         "in_process", validation_alias=AliasChoices("CRAWL_EXECUTOR", "executor"),
         description="Where batch runs execute their steps: in the run's process, or on Celery workers.",
     )
+    run_timeout_s: int = Field(
+        900, ge=10, validation_alias=AliasChoices("CRAWL_RUN_TIMEOUT", "run_timeout_s"),
+        description="A batch run still going after this many seconds is failed by run monitoring (its "
+        "worker died) and retried by run retries; its batch lands once.",
+    )
     celery_broker: str = Field(
         "pyamqp://guest:guest@127.0.0.1:5672//",
         validation_alias=AliasChoices("CRAWL_CELERY_BROKER", "celery_broker"),

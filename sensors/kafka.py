@@ -69,7 +69,9 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
         RunRequest(
             run_key=key, partition_key=key, job_name=batch_job.name,
             run_config={**run_config, "ops": {"crawl_batch": {"config": {"refetch_done": False}}}},
-            tags={"crawl/frontier_partition": str(r.partition)},
+            # A run whose worker died is failed after the timeout and retried (dagster.yaml
+            # run_retries); landing is idempotent, so the batch still lands once.
+            tags={"crawl/frontier_partition": str(r.partition), "dagster/max_runtime": str(settings.run_timeout_s)},
         )
         for key, r in zip(keys, plan.ranges, strict=True)
     ]

@@ -23,7 +23,7 @@ def start_platform(broker, tmp_path_factory):
     """Call with Settings overrides; returns (settings, env). Stopped at the end of the module."""
     started = []
 
-    def start(max_concurrent_runs: int = 4, **overrides):
+    def start(max_concurrent_runs: int = 4, with_processes: bool = False, **overrides):
         tmp = tmp_path_factory.mktemp("platform")
         tag = uuid.uuid4().hex[:8]
         values = {
@@ -42,7 +42,7 @@ def start_platform(broker, tmp_path_factory):
         started.append((dagster, database, tmp))
         time.sleep(5)
         assert not dagster.dead(), f"the Dagster daemon exited at start; see {tmp / 'logs'}"
-        return settings, env
+        return (settings, env, dagster) if with_processes else (settings, env)
 
     yield start
     for dagster, database, tmp in started:

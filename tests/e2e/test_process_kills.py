@@ -1,0 +1,67 @@
+"""kill -9 of a run worker in the middle of a batch, and of the Dagster daemon: after the daemon
+is started again, run monitoring fails the orphaned run at its timeout, run retries execute the
+batch again, and the crawl completes with every page landed exactly once."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from crawl_platform.demo_site import DemoSite
+from crawl_platform.stack import DagsterProcesses
+from crawl_platform.store import CrawlStore
+from tests.e2e.conftest import REPO
+
+pytestmark = pytest.mark.e2e
+
+
+def _run_workers(dagster_home: Path) -> list[int]:
+    """PIDs of run-worker processes of this instance: the code server starts each run in a
+    `multiprocessing` spawn child."""
+    found = []
+    pattern = "multiprocessing.spawn import spawn_main"
+    for pid in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout.split():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if f"DAGSTER_HOME={dagster_home}".encode() in environ:
+            found.append(int(pid))
+    return found
+
+
+def test_killed_run_worker_and_daemon_cost_time_not_pages(start_platform, tmp_path):
+    settings, env, dagster = start_platform(with_processes=True, host_delay_ms=60, batch_size=30,
+                                            run_timeout_s=20)
+    store = CrawlStore.from_settings(settings)
+    with DemoSite(n_pages=90, seed=13).serve() as server:
+        waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", server.base_url + "/",
+                                   "--crawl-id", "killed", "--wait", "--timeout", "400"],
+                                  env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        victims: list[int] = []
+        while time.monotonic() < deadline and not victims:
+            landed = store.query("SELECT count(*) FROM pages")[0][0] if store.path.exists() else 0
+            if landed:  # a later batch is fetching now: kill its worker mid-batch
+                victims = _run_workers(settings.dagster_home.resolve())
+            time.sleep(0.2)
+        assert victims, "no run worker was caught running"
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        os.kill(dagster.processes["daemon"].pid, signal.SIGKILL)
+        dagster.processes["daemon"].wait()
+        time.sleep(2)
+        restarted = DagsterProcesses(env, tmp_path / "logs", webserver_port=None,
+                                     workspace=REPO / "workspace.yaml").start()
+        try:
+            out, _ = waiter.communicate(timeout=420)
+            assert waiter.returncode == 0, out
+        finally:
+            restarted.stop()
+        urls = [r[0] for r in store.query("SELECT url FROM pages")]
+        assert len(urls) == len(set(urls))
+        assert set(urls) == server.site.expected_urls(server.base_url)
