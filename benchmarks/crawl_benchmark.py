@@ -15,6 +15,7 @@ and the per-stage split reported by the batches. Loopback only; stops by itself.
 import argparse
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,8 @@ def run_engine(settings: Settings, seeds: list[str]) -> None:
 
 
 def main() -> None:
+    # SIGTERM becomes SystemExit, so the daemon and servers started below are stopped too.
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--mode", choices=["dagster", "engine"], default="dagster")
