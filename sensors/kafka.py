@@ -44,9 +44,8 @@ def _watermarks(bus: KafkaBus, topic: str) -> dict[int, tuple[int, int]]:
 )
 def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
-    bus = KafkaBus.from_settings(settings)
     try:
-        watermarks = _watermarks(bus, settings.frontier_topic)
+        watermarks = _watermarks(KafkaBus.from_settings(settings), settings.frontier_topic)
     except BusError as err:
         return SkipReason(f"Kafka unavailable: {err}")
     cursor, epoch = decode_cursor(context.cursor)
@@ -93,9 +92,8 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
 )
 def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
-    bus = KafkaBus.from_settings(settings)
     try:
-        watermarks = _watermarks(bus, settings.seeds_topic)
+        watermarks = _watermarks(KafkaBus.from_settings(settings), settings.seeds_topic)
     except BusError as err:
         return SkipReason(f"Kafka unavailable: {err}")
     cursor, epoch = decode_cursor(context.cursor)

@@ -15,16 +15,10 @@ from crawl_platform.messages import FrontierURL
 from crawl_platform.parser import parse_html
 from crawl_platform.retry import RetryPolicy
 from crawl_platform.store import CrawlStore
-from tests.hostile_site import CP1251_TEXT, GB18030_TEXT, HostileSite, dead_port, html_page
+from tests.hostile_site import CP1251_TEXT, GB18030_TEXT, dead_port, html_page
 
 AGENT = "crawl-platform-test/1.0"
 UNREACHABLE = "robots.txt unreachable (server error or network failure): host skipped until it answers"
-
-
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
 
 
 @pytest.fixture

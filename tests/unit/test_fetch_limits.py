@@ -7,25 +7,16 @@ import threading
 import time
 import tracemalloc
 
-import pytest
-
 from crawl_platform.fetcher import Fetcher, FetchResult
-from tests.hostile_site import PDF_BYTES, HostileSite, Reply, gzip_bomb
+from tests.hostile_site import PDF_BYTES, Reply, gzip_bomb
+from tests.unit.conftest import loopback_fetcher
 
 AGENT = "crawl-platform-test/1.0"
 MiB = 1024 * 1024
 
 
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
-
-
 def _fetcher(**overrides) -> Fetcher:
-    options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
-               "read_timeout_s": 5.0} | overrides
-    return Fetcher(AGENT, **options)
+    return loopback_fetcher(AGENT, **overrides)
 
 
 def _fetch_within(fetcher: Fetcher, url: str, seconds: float) -> tuple[FetchResult, float]:

@@ -12,12 +12,6 @@ from tests.hostile_site import HostileSite, LoopbackProxy
 AGENT = "crawl-platform-test/1.0"
 
 
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
-
-
 @pytest.mark.parametrize(("address", "kind"), [
     ("127.0.0.1", "loopback"),
     ("::1", "loopback"),

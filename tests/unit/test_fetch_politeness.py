@@ -7,8 +7,6 @@ from __future__ import annotations
 import time
 from itertools import pairwise
 
-import pytest
-
 from crawl_platform.fetcher import Fetcher
 from crawl_platform.hosts import HostPacer, load_hosts, origin_of
 from crawl_platform.landing import land_batch
@@ -17,12 +15,6 @@ from crawl_platform.store import CrawlStore
 from tests.hostile_site import HostileSite, Reply, dead_port
 
 AGENT = "crawl-platform-test/1.0"
-
-
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
 
 
 def _fetcher(pacer: HostPacer | None = None, **overrides) -> Fetcher:

@@ -12,17 +12,11 @@ import pytest
 from crawl_platform.fetcher import Fetcher
 from crawl_platform.proxies import ProxyConfigError, ProxyPool, expand_credentials, redact
 from crawl_platform.retry import RetryPolicy
-from tests.hostile_site import HostileSite, LoopbackProxy, dead_port
+from tests.hostile_site import LoopbackProxy, dead_port
 
 AGENT = "crawl-platform-test/1.0"
 SECRET = "s3cret-Pa55"
 ENV = {"TEST_PROXY_PASSWORD": SECRET}
-
-
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
 
 
 @pytest.fixture

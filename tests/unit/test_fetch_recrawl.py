@@ -13,13 +13,7 @@ from crawl_platform.crawl import BatchCrawler, BatchReport
 from crawl_platform.fetcher import Fetcher
 from crawl_platform.hosts import origin_of
 from crawl_platform.messages import CrawlRequest
-from tests.hostile_site import HostileSite, Reply
-
-
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
+from tests.hostile_site import Reply
 
 
 class _Crawl:

@@ -10,14 +10,9 @@ import pytest
 from crawl_platform.fetcher import Fetcher, FetchRequest
 from crawl_platform.urls import CrawlScope
 from tests.hostile_site import HostileSite, Reply
+from tests.unit.conftest import loopback_fetcher
 
 AGENT = "crawl-platform-test/1.0"
-
-
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
 
 
 @pytest.fixture
@@ -28,9 +23,7 @@ def inner():
 
 
 def _fetcher(**overrides) -> Fetcher:
-    options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
-               "read_timeout_s": 5.0} | overrides
-    return Fetcher(AGENT, **options)
+    return loopback_fetcher(AGENT, **overrides)
 
 
 def _redirect_to(site: HostileSite, target: str) -> str:

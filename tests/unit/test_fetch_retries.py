@@ -10,20 +10,12 @@ from email.utils import format_datetime
 from itertools import pairwise
 from urllib.parse import quote
 
-import pytest
-
 from crawl_platform.fetcher import Fetcher
 from crawl_platform.hosts import HostPacer
 from crawl_platform.retry import RetryPolicy, parse_retry_after
 from tests.hostile_site import HostileSite, dead_port
 
 AGENT = "crawl-platform-test/1.0"
-
-
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
 
 
 def _fetcher(retry: RetryPolicy, **overrides) -> Fetcher:

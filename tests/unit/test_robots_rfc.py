@@ -15,21 +15,14 @@ from crawl_platform.landing import land_batch
 from crawl_platform.robots import robots_token
 from crawl_platform.store import CrawlStore
 from tests.hostile_site import HostileSite, Reply, hang_up
+from tests.unit.conftest import loopback_fetcher
 
 AGENT = "crawl-platform-test/1.0 (+https://github.com/example/crawl-platform-test)"
 UNREACHABLE = "robots.txt unreachable (server error or network failure): host skipped until it answers"
 
 
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
-
-
 def _fetcher(**overrides) -> Fetcher:
-    options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
-               "read_timeout_s": 5.0} | overrides
-    return Fetcher(AGENT, **options)
+    return loopback_fetcher(AGENT, **overrides)
 
 
 def _fetched(site: HostileSite, fetcher: Fetcher, paths: list[str]) -> set[str]:

@@ -8,8 +8,6 @@ import itertools
 import time
 import tracemalloc
 
-import pytest
-
 from crawl_platform.bus import KafkaBus, OffsetRange
 from crawl_platform.crawl import SeedIntake
 from crawl_platform.fetcher import Fetcher
@@ -17,21 +15,14 @@ from crawl_platform.messages import CrawlRequest, encode
 from crawl_platform.sitemaps import discover_sitemap_urls, parse_sitemap
 from crawl_platform.urls import CrawlScope
 from tests.hostile_site import HostileSite, Reply, gzip_bomb
+from tests.unit.conftest import loopback_fetcher
 
 AGENT = "crawl-platform-test/1.0"
 XML = {"Content-Type": "application/xml"}
 
 
-@pytest.fixture
-def hostile():
-    with HostileSite() as site:
-        yield site
-
-
 def _fetcher(**overrides) -> Fetcher:
-    options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
-               "read_timeout_s": 5.0} | overrides
-    return Fetcher(AGENT, **options)
+    return loopback_fetcher(AGENT, **overrides)
 
 
 def _urlset(*locs: str) -> bytes:
