@@ -96,6 +96,10 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("CRAWL_CELERY_BROKER", "celery_broker"),
         description="Celery broker URL (RabbitMQ pyamqp://… or Redis redis://…).",
     )
+    celery_queue: str = Field(
+        "crawl-platform", validation_alias=AliasChoices("CRAWL_CELERY_QUEUE", "celery_queue"),
+        description="Celery queue of this deployment's batch steps; its workers consume only this queue.",
+    )
     celery_backend: str = Field(
         "rpc://", validation_alias=AliasChoices("CRAWL_CELERY_BACKEND", "celery_backend"),
         description="Celery result backend (rpc:// with RabbitMQ, or redis://…).",
@@ -204,7 +208,7 @@ class Settings(BaseSettings):
             "broker": self.celery_broker,
             "backend": self.celery_backend,
             "config_source": {"task_acks_late": True, "task_reject_on_worker_lost": True,
-                              "worker_prefetch_multiplier": 1},
+                              "worker_prefetch_multiplier": 1, "task_default_queue": self.celery_queue},
         }}}
 
     def kafka_config(self) -> dict[str, str]:

@@ -214,7 +214,7 @@ def celery_worker_argv(settings: Settings, concurrency: int, name: str | None = 
     config = home / "celery.yaml"
     config.write_text(json.dumps(settings.celery_run_config()))  # JSON is valid YAML
     argv = [str(Path(sys.executable).parent / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
-            "-y", str(config)]
+            "-y", str(config), "-q", settings.celery_queue]
     if name:
         argv += ["--name", name]
     return [*argv, "--", f"--concurrency={concurrency}"]

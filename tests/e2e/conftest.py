@@ -30,7 +30,7 @@ def start_platform(broker, tmp_path_factory):
             "kafka_bootstrap_servers": broker.bootstrap_servers, "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG,
             "seeds_topic": f"seeds-{tag}", "frontier_topic": f"frontier-{tag}", "dead_letter_topic": f"dead-{tag}",
             "topic_partitions": 4, "duckdb_path": tmp / "crawl.duckdb", "dagster_home": tmp / "dagster_home",
-            "allowed_networks": ["127.0.0.0/8"], **overrides,
+            "allowed_networks": ["127.0.0.0/8"], "celery_queue": f"crawl-test-{tag}", **overrides,
         }
         settings = Settings(**values)
         database = fresh_postgres_database()
