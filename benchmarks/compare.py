@@ -1,0 +1,186 @@
+"""The platform against Scrapy on the same generated site, in one run (issue 5).
+
+Generates a deterministic site of N article pages (`static_site.py`), serves it with nginx on
+127.0.0.1, measures the server's own requests/s, then crawls it:
+
+  1. with the platform, as a user runs it (`--mode dagster`: embedded broker, Dagster daemon,
+     `crawl-platform crawl SEED --wait`) and/or with its engine in a plain loop (`--mode engine`);
+  2. with a plain follow-all-links Scrapy CrawlSpider (robots.txt obeyed) at the same per-host
+     concurrency as the platform (one connection per host), and at any extra `--scrapy-concurrency`.
+
+For each it prints pages, wall seconds, pages/s, CPU seconds of its processes, peak memory summed
+over its processes, seconds from seed to first page, whether every expected page landed exactly
+once, and the load average around it; then the platform/Scrapy ratios and, for the Dagster mode,
+where the wall time went (from the Dagster event log). Loopback only; every process it starts is
+stopped on the way out, Ctrl-C and errors included; a platform crawl past `--platform-timeout` is
+stopped and its partial rate reported.
+
+    .venv/bin/python benchmarks/compare.py --pages 2000 --mode both
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from types import FrameType
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+from crawlers import CrawlResult, crawl_with_platform, crawl_with_scrapy  # noqa: E402
+from dagster_profile import CATEGORIES, RunProfile, profile_dagster_home  # noqa: E402
+from engine_profile import profile_engine  # noqa: E402
+from measure import become_subreaper, loadavg  # noqa: E402
+from static_site import measure_server_rate, serve_site  # noqa: E402
+
+
+def _stop_on_sigterm(_sig: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # unwinds through every `finally` and context manager below
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=2000, help="article pages of the site (2000)")
+    parser.add_argument("--mode", choices=["dagster", "engine", "both", "none"], default="dagster",
+                        help="how to run the platform: through Dagster as a user does, engine only, both, or not")
+    parser.add_argument("--scrapy-concurrency", type=int, nargs="*", default=[1],
+                        help="Scrapy per-host concurrency, one crawl each; the first is the comparison (1)")
+    parser.add_argument("--batch-size", type=int, default=200, help="CRAWL_BATCH_SIZE (200, the default)")
+    parser.add_argument("--host-delay-ms", type=int, default=0, help="CRAWL_HOST_DELAY_MS (0: local server)")
+    parser.add_argument("--max-concurrent-runs", type=int, default=4, help="Dagster run coordinator limit (4)")
+    parser.add_argument("--platform-timeout", type=float, default=600.0,
+                        help="stop a platform crawl after this many seconds and report its partial rate (600)")
+    parser.add_argument("--scrapy-timeout", type=float, default=900.0)
+    parser.add_argument("--py-spy", action="store_true",
+                        help="afterwards, crawl once more with the engine under py-spy and split its time by step")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (site, logs, DuckDB)")
+    args = parser.parse_args()
+    if args.pages < 2:
+        parser.error("--pages must be at least 2")
+
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    subreaper = become_subreaper()
+    workdir = Path(tempfile.mkdtemp(prefix="crawl-compare-"))
+    results: list[CrawlResult] = []
+    profiles: dict[str, RunProfile] = {}
+    engine_split: dict[str, float] = {}
+    try:
+        with serve_site(args.pages, workdir) as site:
+            print(f"site: {len(site.expected)} pages to land ({args.pages} articles + home; /private/ disallowed), "
+                  f"{site.bytes_on_disk / 2**20:.1f} MiB, served by {site.server_kind} on {site.base_url}")
+            print(f"machine: {os.cpu_count()} cores, load average {loadavg()}; workdir {workdir}"
+                  f"{'' if subreaper else '; not a subreaper: CPU of orphaned processes may be missed'}")
+            rate = measure_server_rate(site.base_url + "/articles/1.html")
+            print("server alone: " + ", ".join(f"{k} = {v:,.0f}" for k, v in rate.items()), flush=True)
+            modes = {"both": ["engine", "dagster"], "none": []}.get(args.mode, [args.mode])
+            for mode in modes:
+                print(f"crawling with the platform ({mode}) ...", flush=True)
+                result = crawl_with_platform(site, workdir / f"platform-{mode}", mode, args.batch_size,
+                                             args.host_delay_ms, args.max_concurrent_runs, args.platform_timeout)
+                results.append(result)
+                _print_row(result)
+                if mode == "dagster" and result.workdir is not None:
+                    try:
+                        profiles[result.crawler] = profile_dagster_home(result.workdir / "dagster_home",
+                                                                        result.window)
+                    except Exception as err:  # a profile is a bonus: keep the measurements
+                        result.notes.append(f"no Dagster profile: {type(err).__name__}: {err}")
+            for conc in args.scrapy_concurrency:
+                print(f"crawling with Scrapy (per-host concurrency {conc}) ...", flush=True)
+                result = crawl_with_scrapy(site, workdir / f"scrapy-c{conc}", conc, args.scrapy_timeout)
+                results.append(result)
+                _print_row(result)
+            if args.py_spy:
+                print("profiling the engine with py-spy (not a measured run) ...", flush=True)
+                engine_split = profile_engine(site, workdir / "py-spy", args.batch_size, args.host_delay_ms,
+                                              args.platform_timeout)
+    except KeyboardInterrupt:
+        print("interrupted: every process started was stopped", file=sys.stderr)
+        return 130
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    _report(args, results, profiles)
+    if engine_split:
+        total = sum(engine_split.values())
+        print(f"\nplatform (engine) under py-spy: where the main thread's {total:.1f} s went")
+        for step, seconds in engine_split.items():
+            print(f"  {step:<52} {seconds:6.1f} s  {100 * seconds / total:5.1f} %")
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "cores": os.cpu_count(),
+                                         "results": [_jsonable(r) for r in results],
+                                         "profiles": {k: asdict(v) for k, v in profiles.items()},
+                                         "engine_py_spy_s": engine_split}, indent=1))
+    return 0 if all(r.completed for r in results) else 1
+
+
+def _jsonable(result: CrawlResult) -> dict[str, object]:
+    d = asdict(result)
+    d["workdir"] = str(d["workdir"])
+    d["pages_per_s"], d["exactly_once"] = result.pages_per_s, result.exactly_once
+    return d
+
+
+def _print_row(r: CrawlResult) -> None:
+    print(f"  {r.crawler}: {r.pages}/{r.expected} pages in {r.wall_s:.1f} s = {r.pages_per_s:.1f} pages/s, "
+          f"CPU {r.cpu_window_s:.1f} s, peak RSS {r.peak_rss_mb:.0f} MB, load {r.load_before} -> {r.load_after}"
+          f"{'' if r.completed else ' (STOPPED: partial)'}", flush=True)
+
+
+def _once(r: CrawlResult) -> str:
+    if r.exactly_once:
+        return "yes"
+    parts = [f"{len(r.duplicates)} twice" if r.duplicates else "", f"{r.missing} missing" if r.missing else "",
+             f"{r.unexpected} unexpected" if r.unexpected else "", "" if r.completed else "stopped"]
+    return "no: " + ", ".join(p for p in parts if p)
+
+
+def _report(args: argparse.Namespace, results: list[CrawlResult], profiles: dict[str, RunProfile]) -> None:
+    print(f"\n{args.pages} articles, batch size {args.batch_size}, host delay {args.host_delay_ms} ms, "
+          f"{os.cpu_count()} cores")
+    head = ("crawler", "pages", "wall s", "pages/s", "CPU s", "CPU s incl. start-up", "CPU ms/page",
+            "peak RSS MB (PSS)", "seed->1st page s", "exactly once", "requests", "load avg before -> after")
+    rows = [(r.crawler, f"{r.pages}/{r.expected}", f"{r.wall_s:.1f}", f"{r.pages_per_s:.1f}", f"{r.cpu_window_s:.1f}",
+             f"{r.cpu_total_s:.1f}", f"{1000 * r.cpu_window_s / r.pages:.1f}" if r.pages else "-",
+             f"{r.peak_rss_mb:.0f} ({r.peak_pss_mb:.0f})", f"{r.first_page_s:.1f}", _once(r), str(r.requests_served),
+             f"{r.load_before} -> {r.load_after}") for r in results]
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    for r in results:
+        for note in r.notes:
+            print(f"  note, {r.crawler}: {note}")
+    scrapy = next((r for r in results if r.crawler.startswith("Scrapy")), None)
+    if scrapy and scrapy.pages:
+        print(f"\nratio platform / {scrapy.crawler}:")
+        for r in results:
+            if r.crawler.startswith("platform") and r.pages:
+                print(f"  {r.crawler}: pages/s x{r.pages_per_s / scrapy.pages_per_s:.3f}, "
+                      f"CPU per page x{(r.cpu_window_s / r.pages) / (scrapy.cpu_window_s / scrapy.pages):.1f}, "
+                      f"peak RSS x{r.peak_rss_mb / scrapy.peak_rss_mb:.1f}, "
+                      f"seed->first page x{r.first_page_s / scrapy.first_page_s:.1f}")
+    for name, p in profiles.items():
+        wall = sum(p.wall_split_s.values())
+        print(f"\n{name}: where the {wall:.1f} s of wall time went ({p.runs} runs, {p.batch_runs} batch runs, "
+              f"{p.messages} frontier messages, largest batch {p.largest_batch}, {p.failed_runs} failed runs)")
+        for cat in CATEGORIES:
+            s = p.wall_split_s.get(cat, 0.0)
+            print(f"  {cat:<24} {s:7.1f} s  {100 * s / wall if wall else math.nan:5.1f} %   "
+                  f"(summed over runs: {p.summed_s.get(cat, 0.0):.1f} s)")
+        meta = p.batch_metadata_s
+        print("  inside the batch steps (batch metadata): " + ", ".join(f"{k} {v:.1f} s" for k, v in meta.items()))
+        for failure in p.failures[:10]:
+            print(f"  failure: {failure}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

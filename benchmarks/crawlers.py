@@ -1,0 +1,259 @@
+"""The three crawls the comparison runs against one served site, each measured the same way.
+
+- `crawl_with_platform(mode="dagster")`: the platform's embedded default as a user runs it: the
+  embedded broker, the Dagster daemon from `crawl_platform.stack` (`write_instance_yaml`,
+  `DagsterProcesses`), then `crawl-platform crawl SEED --wait`.
+- `crawl_with_platform(mode="engine")`: the same engine objects in a plain loop with no Dagster
+  (`crawl_benchmark.run_engine`), in a child process so that its CPU and memory are measured like
+  the others'. Run as `python benchmarks/crawlers.py engine SEED` with the settings in the env.
+- `crawl_with_scrapy`: `scrapy_spider.py` in a child process.
+
+Each returns a :class:`CrawlResult`: pages, wall, CPU, peak memory, seed-to-first-page time, the
+requests the server saw, and whether every expected page landed exactly once. Processes started
+here are stopped on every path out (exceptions and Ctrl-C included), and every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path[:0] = [str(REPO), str(HERE)]
+
+from crawl_benchmark import first_row_after, run_engine  # noqa: E402
+from measure import CpuWindow, TreeSampler, children_cpu_s, loadavg, reap_and_kill_leftovers  # noqa: E402
+from static_site import ServedSite  # noqa: E402
+
+from crawl_platform.broker import EmbeddedBroker  # noqa: E402
+from crawl_platform.config import Settings  # noqa: E402
+from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml  # noqa: E402
+from crawl_platform.store import CrawlStore  # noqa: E402
+from crawl_platform.urls import canonicalize  # noqa: E402
+
+CRAWL_ID = "bench"
+DAEMON_READY_TIMEOUT_S = 90.0
+
+
+@dataclass
+class CrawlResult:
+    crawler: str
+    expected: int
+    pages: int = 0  # distinct expected URLs landed / fetched
+    rows: int = 0  # rows in `pages` (platform) or responses recorded (Scrapy)
+    duplicates: list[str] = field(default_factory=list)  # URLs landed more than once
+    missing: int = 0
+    unexpected: int = 0
+    wall_s: float = float("nan")  # seed submitted (or process started) -> crawl done
+    first_page_s: float = float("nan")  # seed submitted -> first row in `pages` / first response
+    cpu_window_s: float = float("nan")  # CPU of the crawler's processes during wall_s
+    cpu_total_s: float = float("nan")  # ... from its first process started to its last one reaped
+    peak_rss_mb: float = float("nan")  # summed over the crawler's processes, sampled every 0.5 s
+    peak_pss_mb: float = float("nan")
+    peak_processes: int = 0
+    requests_served: int = 0  # what nginx logged while this crawler ran (robots.txt included)
+    completed: bool = False  # False: stopped at the time limit, the figures are a partial rate
+    window: tuple[float, float] = (0.0, 0.0)  # epoch seconds of wall_s, for the Dagster event log
+    load_before: str = ""
+    load_after: str = ""
+    notes: list[str] = field(default_factory=list)
+    workdir: Path | None = None
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.completed and not self.duplicates and not self.missing and not self.unexpected
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.wall_s if self.wall_s else float("nan")
+
+    def check(self, counts: collections.Counter[str], expected: set[str]) -> None:
+        self.rows = sum(counts.values())
+        self.pages = len(set(counts) & expected)
+        self.duplicates = sorted(u for u, n in counts.items() if n > 1)
+        self.missing = len(expected - set(counts))
+        self.unexpected = len(set(counts) - expected)
+
+
+class _Measured:
+    """CPU and memory of everything started inside the `with` block (the web server excluded)."""
+
+    def __init__(self, result: CrawlResult, exclude: set[int]) -> None:
+        self.result, self.exclude = result, exclude
+        self.sampler = TreeSampler(exclude)
+        self.window = CpuWindow(exclude)
+
+    def __enter__(self) -> _Measured:
+        self.result.load_before = loadavg()
+        self.cpu0 = children_cpu_s()
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sampler.stop()
+        leftovers = reap_and_kill_leftovers(self.exclude)
+        if leftovers:
+            self.result.notes.append(f"stopped processes that outlived their parent: {', '.join(leftovers)}")
+        self.result.cpu_total_s = children_cpu_s() - self.cpu0
+        self.result.peak_rss_mb = self.sampler.peak_rss / 2**20
+        self.result.peak_pss_mb = self.sampler.peak_pss / 2**20
+        self.result.peak_processes = self.sampler.peak_processes
+        self.result.load_after = loadavg()
+
+
+def platform_settings(workdir: Path, bootstrap: str, batch_size: int, host_delay_ms: int) -> Settings:
+    tag = uuid.uuid4().hex[:6]
+    return Settings(
+        kafka_bootstrap_servers=bootstrap, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+        seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
+        duckdb_path=workdir / "crawl.duckdb", dagster_home=workdir / "dagster_home", batch_size=batch_size,
+        host_delay_ms=host_delay_ms, allowed_networks=["127.0.0.0/8"],
+    )
+
+
+def first_row_while_running(store: CrawlStore, started: float, proc: subprocess.Popen[bytes],
+                            timeout_s: float) -> float:
+    """`first_row_after`, one second at a time, giving up as soon as `proc` has exited."""
+    while proc.poll() is None and time.monotonic() - started < timeout_s:
+        found = first_row_after(store, started, timeout=time.monotonic() - started + 1.0)
+        if not math.isnan(found):
+            return found
+    return float("nan")
+
+
+def wait_daemon_ready(log: Path, processes: DagsterProcesses, timeout_s: float) -> float:
+    """Seconds until the daemon's log shows the sensors being evaluated (bounded by `timeout_s`)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if processes.dead():
+            raise RuntimeError(f"Dagster exited during start-up; see {log}")
+        if log.exists() and b"seeds_sensor" in log.read_bytes():
+            return time.monotonic() - started
+        time.sleep(0.25)
+    return float("nan")
+
+
+def crawl_with_platform(site: ServedSite, workdir: Path, mode: str, batch_size: int, host_delay_ms: int,
+                        max_concurrent_runs: int, timeout_s: float) -> CrawlResult:
+    workdir.mkdir(parents=True)
+    result = CrawlResult(f"platform ({mode})", len(site.expected), workdir=workdir)
+    exclude = {site.nginx.pid} if site.nginx and site.nginx.pid else set()
+    offset = site.nginx.log_offset() if site.nginx else 0
+    with _Measured(result, exclude) as measured, EmbeddedBroker(port=0) as broker:
+        settings = platform_settings(workdir, broker.bootstrap_servers, batch_size, host_delay_ms)
+        env = {**os.environ, **settings.to_env()}
+        store = CrawlStore.from_settings(settings)
+        if mode == "engine":
+            _engine(result, measured, env, site, store, workdir, timeout_s)
+        else:
+            _dagster(result, measured, env, site, store, settings, workdir, max_concurrent_runs, timeout_s)
+        rows = store.query("SELECT url FROM pages") if store.path.exists() else []
+    result.check(collections.Counter(canonicalize(r[0]) for r in rows), site.expected)
+    if site.nginx:
+        result.requests_served = len(site.nginx.requests_since(offset))
+    return result
+
+
+def _engine(result: CrawlResult, measured: _Measured, env: dict[str, str], site: ServedSite, store: CrawlStore,
+            workdir: Path, timeout_s: float) -> None:
+    with (workdir / "engine.log").open("wb") as log:
+        measured.window.start()
+        started = time.monotonic()
+        proc = subprocess.Popen([sys.executable, __file__, "engine", site.seed], env=env, cwd=REPO,
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            result.first_page_s = first_row_while_running(store, started, proc, min(300.0, timeout_s))
+            proc.wait(max(1.0, timeout_s - (time.monotonic() - started)))
+            result.completed = proc.returncode == 0
+        except subprocess.TimeoutExpired:
+            result.notes.append(f"stopped after the {timeout_s:.0f} s limit")
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
+        result.wall_s = time.monotonic() - started
+        measured.window.stop()
+        result.cpu_window_s = measured.window.seconds
+
+
+def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site: ServedSite, store: CrawlStore,
+             settings: Settings, workdir: Path, max_concurrent_runs: int, timeout_s: float) -> None:
+    write_instance_yaml(settings.dagster_home, max_concurrent_runs=max_concurrent_runs)
+    dagster = DagsterProcesses(env, workdir / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
+    try:
+        dagster.start()
+        ready = wait_daemon_ready(workdir / "logs" / "daemon.log", dagster, DAEMON_READY_TIMEOUT_S)
+        result.notes.append(f"daemon start-up until the first sensor evaluation: {ready:.1f} s")
+        time.sleep(2.5)  # one more sensor interval, so the seeds sensor is surely ticking
+        with (workdir / "cli.log").open("wb") as log:
+            measured.window.start()
+            started, started_wall = time.monotonic(), time.time()
+            argv = [sys.executable, "-m", "crawl_platform.cli", "crawl", site.seed, "--crawl-id", CRAWL_ID,
+                    "--max-pages", str(10**7), "--max-depth", "100", "--wait", "--timeout", str(int(timeout_s))]
+            proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                result.first_page_s = first_row_while_running(store, started, proc, min(300.0, timeout_s))
+                proc.wait(timeout_s + 60)
+            finally:
+                if proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(30)
+            result.wall_s = time.monotonic() - started
+            result.window = (started_wall, started_wall + result.wall_s)
+            measured.window.stop()
+            result.cpu_window_s = measured.window.seconds
+            result.completed = proc.returncode == 0
+            if not result.completed:
+                result.notes.append(f"`crawl --wait` exited {proc.returncode} (time limit {timeout_s:.0f} s)")
+    finally:
+        dagster.stop()
+
+
+def crawl_with_scrapy(site: ServedSite, workdir: Path, concurrency: int, timeout_s: float) -> CrawlResult:
+    workdir.mkdir(parents=True)
+    result = CrawlResult(f"Scrapy (per-host concurrency {concurrency})", len(site.expected), workdir=workdir)
+    exclude = {site.nginx.pid} if site.nginx and site.nginx.pid else set()
+    offset = site.nginx.log_offset() if site.nginx else 0
+    urls, stats_file = workdir / "urls.txt", workdir / "stats.json"
+    argv = [sys.executable, str(HERE / "scrapy_spider.py"), "--start", site.seed, "--out", str(urls),
+            "--stats", str(stats_file), "--concurrency", str(concurrency), "--timeout", str(int(timeout_s))]
+    with _Measured(result, exclude) as measured, (workdir / "scrapy.log").open("wb") as log:
+        measured.window.start()
+        started, started_wall = time.monotonic(), time.time()
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            proc.wait(timeout_s + 60)
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
+        result.wall_s = time.monotonic() - started
+        measured.window.stop()
+        result.cpu_window_s = measured.window.seconds
+    stats: dict[str, Any] = json.loads(stats_file.read_text()) if stats_file.exists() else {}
+    result.completed = proc.returncode == 0 and stats.get("finish_reason") == "finished"
+    if stats.get("first_page_at") is not None:  # from the process launch, interpreter start-up included
+        result.first_page_s = float(stats["first_page_at"]) - started_wall
+    lines = urls.read_text().split() if urls.exists() else []
+    result.check(collections.Counter(canonicalize(u) for u in lines), site.expected)
+    if result.duplicates == [site.seed]:
+        result.notes.append("Scrapy fetched the start URL twice: start requests bypass its duplicate filter")
+    if site.nginx:
+        result.requests_served = len(site.nginx.requests_since(offset))
+    return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "engine":
+        sys.exit("usage: crawlers.py engine SEED_URL   (settings from the environment)")
+    run_engine(Settings(), [sys.argv[2]])

@@ -1,0 +1,91 @@
+"""The Scrapy side of the comparison: a plain follow-all-links CrawlSpider, run as its own process.
+
+It obeys robots.txt, stays on the seed's host, follows every link (Scrapy's duplicate filter drops
+URLs it has seen), and has no item pipeline: each response's URL is written to `--out`, one per
+line, so the benchmark can check that every page was fetched exactly once. `--stats` receives
+Scrapy's own stats plus the wall-clock time of the first page, as JSON. Per-host concurrency is
+`--concurrency` (the platform fetches a host with one worker, so the fair setting is 1) and there
+is no download delay, as for the platform. `--timeout` closes the spider, so the run always ends.
+
+    .venv/bin/python benchmarks/scrapy_spider.py --start http://127.0.0.1:PORT/ --out urls.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from scrapy.crawler import CrawlerProcess
+from scrapy.http import Response
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spiders import CrawlSpider, Rule
+
+USER_AGENT = "scrapy-bench (+crawl-platform benchmarks)"
+
+
+class FollowAllSpider(CrawlSpider):
+    name = "follow_all"
+    rules = (Rule(LinkExtractor(), callback="record", follow=True),)
+
+    def __init__(self, start: str, out: IO[str], **kwargs: Any) -> None:
+        self.start_urls = [start]
+        self.allowed_domains = [urlsplit(start).hostname or ""]
+        self.out = out
+        self.first_page_at: float | None = None
+        self.pages = 0
+        super().__init__(**kwargs)
+
+    def parse_start_url(self, response: Response, **kwargs: Any) -> list[Any]:
+        return self.record(response)
+
+    def record(self, response: Response) -> list[Any]:
+        if self.first_page_at is None:
+            self.first_page_at = time.time()
+        self.pages += 1
+        self.out.write(response.url + "\n")
+        return []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--start", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--stats", type=Path)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--timeout", type=int, default=1800)
+    args = parser.parse_args()
+    if urlsplit(args.start).hostname not in ("127.0.0.1", "localhost"):
+        parser.error("the benchmark crawls loopback sites only")
+
+    process = CrawlerProcess(settings={
+        "ROBOTSTXT_OBEY": True,
+        "USER_AGENT": USER_AGENT,
+        "CONCURRENT_REQUESTS": max(16, args.concurrency),
+        "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency,
+        "CONCURRENT_REQUESTS_PER_IP": 0,
+        "DOWNLOAD_DELAY": 0,
+        "AUTOTHROTTLE_ENABLED": False,
+        "CLOSESPIDER_TIMEOUT": args.timeout,
+        "LOG_LEVEL": "WARNING",
+        "TELNETCONSOLE_ENABLED": False,
+        "ITEM_PIPELINES": {},
+    })
+    with args.out.open("w") as out:
+        crawler = process.create_crawler(FollowAllSpider)
+        process.crawl(crawler, start=args.start, out=out)
+        process.start()
+    spider = crawler.spider
+    stats = {k: v for k, v in (crawler.stats.get_stats() if crawler.stats else {}).items()
+             if isinstance(v, int | float | str)}
+    stats["first_page_at"] = spider.first_page_at if spider else None  # wall clock, for the parent
+    stats["pages"] = spider.pages if spider else 0
+    if args.stats:
+        args.stats.write_text(json.dumps(stats, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
