@@ -178,12 +178,17 @@ def _engine(result: CrawlResult, measured: _Measured, env: dict[str, str], site:
         except subprocess.TimeoutExpired:
             result.notes.append(f"stopped after the {timeout_s:.0f} s limit")
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(30)
-        result.wall_s = time.monotonic() - started
-        measured.window.stop()
-        result.cpu_window_s = measured.window.seconds
+            _finish(proc, result, measured, started)
+
+
+def _finish(proc: subprocess.Popen[Any], result: CrawlResult, measured: _Measured, started: float) -> None:
+    """Stop ``proc`` if it still runs, then close the crawl's wall and CPU measurements."""
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(30)
+    result.wall_s = time.monotonic() - started
+    measured.window.stop()
+    result.cpu_window_s = measured.window.seconds
 
 
 def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site: ServedSite, store: CrawlStore,
@@ -234,12 +239,7 @@ def crawl_with_scrapy(site: ServedSite, workdir: Path, concurrency: int, timeout
         try:
             proc.wait(timeout_s + 60)
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(30)
-        result.wall_s = time.monotonic() - started
-        measured.window.stop()
-        result.cpu_window_s = measured.window.seconds
+            _finish(proc, result, measured, started)
     stats: dict[str, Any] = json.loads(stats_file.read_text()) if stats_file.exists() else {}
     result.completed = proc.returncode == 0 and stats.get("finish_reason") == "finished"
     if stats.get("first_page_at") is not None:  # from the process launch, interpreter start-up included
