@@ -175,6 +175,10 @@ def test_request_log_and_keep_alive(server: SiteServer) -> None:
         resp.read()
     local_port = conn.sock.getsockname()[1]
     conn.close()
+    # The server records a request just after answering it: give the last record a moment.
+    deadline = time.monotonic() + 2.0
+    while len(server.requests) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert [r.path for r in server.requests] == ["/page/0", "/page/0", "/missing"]
     assert [r.status for r in server.requests] == [200, 200, 404]
     assert {r.client_port for r in server.requests} == {local_port}  # one connection reused
