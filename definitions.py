@@ -5,17 +5,20 @@ from dagster import Definitions
 from assets.checks import quality_checks
 from assets.crawl_batch import crawl_batch, frontier
 from assets.intake import crawls, submit_crawl_job
-from assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
+from assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job, crawl_quality_job
 from resources.crawl import CrawlSettingsResource
+from resources.handoff import HANDOFF_IO_MANAGER_KEY, HandoffIOManager
 from resources.store import CrawlStoreResource
 from sensors.kafka import frontier_sensor, seeds_sensor
+from sensors.quality import quality_sensor
 from sensors.schedules import recrawl_daily
 
 defs = Definitions(
     assets=[crawls, crawl_batch, frontier],
     asset_checks=quality_checks,
-    jobs=[crawl_batch_job, crawl_batch_celery_job, crawl_intake_job, submit_crawl_job],
-    sensors=[frontier_sensor, seeds_sensor],
+    jobs=[crawl_batch_job, crawl_batch_celery_job, crawl_intake_job, crawl_quality_job, submit_crawl_job],
+    sensors=[frontier_sensor, seeds_sensor, quality_sensor],
     schedules=[recrawl_daily],
-    resources={"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource()},
+    resources={"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource(),
+               HANDOFF_IO_MANAGER_KEY: HandoffIOManager()},
 )

@@ -19,6 +19,7 @@ from dagster import (
     AssetChecksDefinition,
     AssetCheckSeverity,
     AssetKey,
+    Field,
     MetadataValue,
     asset_check,
 )
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 
 # Resource key under which Definitions binds CrawlStoreResource.
 STORE_RESOURCE_KEY = "crawl_store"
+
+# Which batches a check run covers (the quality sensor fills it; empty: see batch_ids).
+CHECK_CONFIG = {"batches": Field([str], is_required=False, default_value=[],
+                                 description="Partition keys of the batches to check.")}
 
 # A statement for CrawlStoreResource.read_frame and its bound parameters.
 Query = tuple[str, list[object] | None]
@@ -44,10 +49,14 @@ class FrameReader(Protocol):
 def batch_ids(context: AssetCheckExecutionContext) -> list[str] | None:
     """The batches (partition keys) this check run covers, or None to check the whole table.
 
-    The checks are not partitioned themselves; in a run of the partitioned crawl asset the run
-    carries the partition (tag ``dagster/partition``), and the context reads it from there.
-    A single-run backfill carries a key range instead.
+    The quality sensor's runs name them in the check's config (``batches``). The checks are not
+    partitioned themselves; in a run of the partitioned crawl asset the run carries the partition
+    (tag ``dagster/partition``), and the context reads it from there. A single-run backfill
+    carries a key range instead.
     """
+    configured = (context.op_execution_context.op_config or {}).get("batches") or []
+    if configured:
+        return list(configured)
     if context.has_partition_key:
         return [context.partition_key]
     if context.has_partition_key_range:
@@ -124,6 +133,7 @@ def _run(
     "content_hash is sha256 hex.",
     blocking=False,
     required_resource_keys={STORE_RESOURCE_KEY},
+    config_schema=CHECK_CONFIG,
 )
 def pages_quality(context: AssetCheckExecutionContext) -> AssetCheckResult:
     """Validate the pages rows of the checked batch (the whole table outside a partition)."""
@@ -137,6 +147,7 @@ def pages_quality(context: AssetCheckExecutionContext) -> AssetCheckResult:
     "(url, version) unique, version >= 1.",
     blocking=False,
     required_resource_keys={STORE_RESOURCE_KEY},
+    config_schema=CHECK_CONFIG,
 )
 def documents_quality(context: AssetCheckExecutionContext) -> AssetCheckResult:
     """Validate the documents of the checked batch's pages (the whole table outside a partition)."""

@@ -1,89 +1,163 @@
 """Assets of one crawl batch: fetch-parse-land into ``pages``/``documents``/``links``, then grow ``frontier``.
 
-Each frontier batch is a dynamic partition whose key names the Kafka offset range it covers
+Each frontier batch is a dynamic partition whose key names the Kafka offset ranges it covers
 (see :mod:`crawl_platform.batching`), so materialising a partition again fetches exactly that
-batch. The work is the engine's (:class:`crawl_platform.crawl.BatchCrawler`); this module only
-maps it onto Dagster assets and reports its figures as metadata.
-"""
+batch. A batch run fans out:
 
+    plan_batch ──> fetch_shard (N of them, whole hosts each) ──> land_batch ──> pages/documents/links ──> frontier
+
+``fetch_shard`` steps run in parallel on a distributed executor; ``land_batch`` and ``frontier``
+are the only steps that write DuckDB, and they run in the ``crawl_duckdb_writer`` concurrency
+pool (limit 1, see ``dagster.yaml``), so one writer at a time across every run. The work is the
+engine's (:class:`crawl_platform.crawl.BatchCrawler`); this module maps it onto Dagster and
+reports its figures as metadata.
+"""
 
 from collections.abc import Iterator
 
 from dagster import (
     AssetExecutionContext,
-    AssetSpec,
+    AssetIn,
+    AssetOut,
     Backoff,
     Config,
+    DynamicOut,
+    DynamicOutput,
     DynamicPartitionsDefinition,
+    In,
     MaterializeResult,
+    Nothing,
+    OpExecutionContext,
+    Out,
+    Output,
     RetryPolicy,
     asset,
-    multi_asset,
+    graph_multi_asset,
+    op,
 )
 
 from crawl_platform.batching import parse_batch_key
 from crawl_platform.bus import BatchLostError
+from crawl_platform.crawl import BatchReport, PreparedBatch, ShardResult
+from crawl_platform.fetcher import FetchRequest
+from crawl_platform.hosts import HostRecord
+from crawl_platform.stack import DUCKDB_WRITER_POOL
 from resources.crawl import CrawlSettingsResource
+from resources.handoff import HANDOFF_IO_MANAGER_KEY, discard_runs
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"
 frontier_batches = DynamicPartitionsDefinition(name="frontier_batches")
 batch_retry = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL)
+
+Shard = tuple[list[FetchRequest], list[HostRecord]]
 
 
 class BatchConfig(Config):  # type: ignore[misc]
     refetch_done: bool = True
     """Fetch URLs the crawl already finished. Sensor runs set False (a duplicate delivery is
     skipped); a manual re-materialisation keeps True and refetches the whole batch."""
+    shards: int = 1
+    """Fetch steps to fan out into (the sensor sets CRAWL_FETCH_SHARDS or its executor default)."""
 
 
-@multi_asset(
-    specs=[
-        AssetSpec("pages", deps=["crawls"], code_version=CODE_VERSION,
-                  description="Every fetched version of every URL (new version only when content changes)."),
-        AssetSpec("documents", deps=["crawls"], code_version=CODE_VERSION,
-                  description="Title and text of each HTML page version."),
-        AssetSpec("links", deps=["crawls"], code_version=CODE_VERSION,
-                  description="Outgoing links of each page version, canonicalised."),
-    ],
-    partitions_def=frontier_batches,
+@op(
+    ins={"crawls": In(Nothing)},
+    out={"prepared": Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
+         "shards": DynamicOut(io_manager_key=HANDOFF_IO_MANAGER_KEY)},
     retry_policy=batch_retry,
-    group_name="crawl",
+    description="Read the batch's offset ranges from Kafka, dead-letter bad messages, split by host.",
 )
-def crawl_batch(
-    context: AssetExecutionContext, config: BatchConfig, crawl: CrawlSettingsResource
-) -> Iterator[MaterializeResult]:
-    """Fetch, parse and land one frontier batch in one DuckDB transaction."""
-    _epoch, offsets = parse_batch_key(context.partition_key)
+def plan_batch(context: OpExecutionContext, config: BatchConfig,
+               crawl: CrawlSettingsResource) -> Iterator[Output[PreparedBatch] | DynamicOutput[Shard]]:
+    _epoch, ranges = parse_batch_key(context.partition_key)
     try:
-        report = crawl.batch_crawler().fetch_and_land(context.partition_key, offsets, config.refetch_done)
+        prepared = crawl.batch_crawler().prepare(context.partition_key, ranges, config.refetch_done)
     except BatchLostError as err:
         # Retrying cannot bring the messages back; the frontier sensor has asked for every pending
         # URL to be re-published from DuckDB, so skipping loses nothing.
         context.log.warning(str(err))
+        prepared = PreparedBatch(context.partition_key, [], [], [], BatchReport(context.partition_key), lost=str(err))
+    shards = prepared.shards(config.shards)
+    context.log.info(f"batch {context.partition_key}: {prepared.report.messages} messages, "
+                     f"{len(prepared.requests)} to fetch in {len(shards)} shard(s)")
+    yield Output(prepared, "prepared")
+    # At least one shard, so the landing step always runs (an empty batch still lands as empty).
+    for index, requests in enumerate(shards or [[]]):
+        yield DynamicOutput((requests, prepared.hosts_of(requests)), mapping_key=f"s{index}", output_name="shards")
+
+
+@op(
+    out=Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
+    retry_policy=batch_retry,
+    description="Fetch and parse one shard of whole hosts (politeness per host holds inside it).",
+)
+def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource, shard: Shard) -> ShardResult:
+    requests, hosts = shard
+    crawler = crawl.batch_crawler()
+    try:
+        result = crawler.fetch_shard(requests, hosts)
+    finally:
+        crawler.fetcher.close()
+    context.log.info(f"shard of {len(requests)} URLs: fetch {result.seconds['fetch']:.2f} s, "
+                     f"parse {result.seconds['parse']:.2f} s")
+    return result
+
+
+@op(
+    ins={"prepared": In(), "shards": In()},
+    out={"pages": Out(Nothing), "documents": Out(Nothing), "links": Out(Nothing)},
+    pool=DUCKDB_WRITER_POOL,
+    retry_policy=batch_retry,
+    description="Land the batch in one DuckDB transaction (one writer at a time: pool crawl_duckdb_writer).",
+)
+def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepared: PreparedBatch,
+               shards: list[ShardResult]) -> Iterator[Output[None]]:
+    if prepared.lost:
         for key in ("pages", "documents", "links"):
-            yield MaterializeResult(asset_key=key, metadata={"lost_batch": True})
+            yield Output(None, key, metadata={"lost_batch": True})
         return
+    report = crawl.batch_crawler().land(prepared, shards)
     context.log.info(f"batch {context.partition_key}: {report}")
+    run = context.dagster_run
+    discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
     total = sum(report.seconds.values())
-    yield MaterializeResult(
-        asset_key="pages",
-        metadata={
-            "messages": report.messages,
-            "pages_fetched": report.fetched,
-            "errors": report.failed,
-            "disallowed_by_robots": report.disallowed,
-            "skipped_duplicates": report.skipped,
-            "dead_letters": report.dead_letters,
-            "bytes": report.bytes,
-            "new_versions": report.new_versions,
-            "fetch_seconds": round(report.seconds.get("fetch", 0.0), 3),
-            "parse_seconds": round(report.seconds.get("parse", 0.0), 3),
-            "land_seconds": round(report.seconds.get("land", 0.0), 3),
-            "pages_per_second": round((report.fetched + report.failed) / total, 1) if total else 0.0,
-        },
-    )
-    yield MaterializeResult(asset_key="documents", metadata={"new_versions": report.new_versions})
-    yield MaterializeResult(asset_key="links", metadata={"links": report.links})
+    yield Output(None, "pages", metadata={
+        "messages": report.messages,
+        "shards": len(shards),
+        "pages_fetched": report.fetched,
+        "errors": report.failed,
+        "disallowed_by_robots": report.disallowed,
+        "skipped_duplicates": report.skipped,
+        "dead_letters": report.dead_letters,
+        "bytes": report.bytes,
+        "new_versions": report.new_versions,
+        "fetch_seconds": round(report.seconds.get("fetch", 0.0), 3),
+        "parse_seconds": round(report.seconds.get("parse", 0.0), 3),
+        "land_seconds": round(report.seconds.get("land", 0.0), 3),
+        "pages_per_second": round((report.fetched + report.failed) / total, 1) if total else 0.0,
+    })
+    yield Output(None, "documents", metadata={"new_versions": report.new_versions})
+    yield Output(None, "links", metadata={"links": report.links})
+
+
+@graph_multi_asset(
+    outs={
+        "pages": AssetOut(dagster_type=Nothing, code_version=CODE_VERSION,
+                          description="Every fetched version of every URL (new version only when content changes)."),
+        "documents": AssetOut(dagster_type=Nothing, code_version=CODE_VERSION,
+                              description="Title and text of each HTML page version."),
+        "links": AssetOut(dagster_type=Nothing, code_version=CODE_VERSION,
+                          description="Outgoing links of each page version, canonicalised."),
+    },
+    ins={"crawls": AssetIn(dagster_type=Nothing)},
+    partitions_def=frontier_batches,
+    group_name="crawl",
+)
+def crawl_batch(crawls: None) -> dict[str, object]:
+    """Fetch and parse one frontier batch in host shards, then land it in one DuckDB transaction."""
+    prepared, shards = plan_batch(crawls)
+    pages, documents, links = land_batch(prepared, shards.map(fetch_shard).collect())
+    return {"pages": pages, "documents": documents, "links": links}
 
 
 @asset(
@@ -92,6 +166,7 @@ def crawl_batch(
     retry_policy=batch_retry,
     code_version=CODE_VERSION,
     group_name="crawl",
+    pool=DUCKDB_WRITER_POOL,
     description="Every URL each crawl knows and its state; new in-scope links are published to Kafka.",
 )
 def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> MaterializeResult:

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from crawl_platform.bus import OffsetRange
 from crawl_platform.frontier import Frontier
+from crawl_platform.stack import DUCKDB_WRITER_POOL
 from crawl_platform.submission import build_crawl_request, submit_crawl
 from resources.crawl import CrawlSettingsResource
 
@@ -30,7 +31,7 @@ class IntakeConfig(Config):  # type: ignore[misc]
     requeue_pending: bool = Field(False, description="Re-publish every known URL not fetched yet.")
 
 
-@asset(group_name="crawl", code_version="1",
+@asset(group_name="crawl", code_version="1", pool=DUCKDB_WRITER_POOL,
        description="Registered crawls (seeds, scope, limits); seeds enter the frontier here.")
 def crawls(context: AssetExecutionContext, config: IntakeConfig, crawl: CrawlSettingsResource) -> MaterializeResult:
     intake = crawl.seed_intake()

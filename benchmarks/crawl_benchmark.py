@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from crawl_platform.batching import plan_batches  # noqa: E402
+from crawl_platform.batching import batch_key, plan_batches  # noqa: E402
 from crawl_platform.broker import EmbeddedBroker  # noqa: E402
 from crawl_platform.bus import KafkaBus  # noqa: E402
 from crawl_platform.config import Settings  # noqa: E402
@@ -54,13 +54,15 @@ def run_engine(settings: Settings, seeds: list[str]) -> None:
         intake.register(r)
     cursor: dict[int, int] = {}
     while True:
-        plan = plan_batches(bus.watermarks(settings.frontier_topic), cursor, settings.batch_size, 1000)
-        if not plan.ranges:
+        # One batch over every partition at a time (one group): all hosts are fetched side by side.
+        plan = plan_batches(bus.watermarks(settings.frontier_topic), cursor, settings.batch_size, 1000, groups=1)
+        if not plan.batches:
             return
         cursor = plan.cursor
-        for r in plan.ranges:
-            crawler.fetch_and_land(f"e0.{r.key}", r, refetch_done=False)
-            crawler.expand(f"e0.{r.key}")
+        for batch in plan.batches:
+            key = batch_key(0, batch)
+            crawler.fetch_and_land(key, batch, refetch_done=False)
+            crawler.expand(key)
 
 
 def main() -> None:
@@ -69,7 +71,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--mode", choices=["dagster", "engine"], default="dagster")
-    parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=Settings().batch_size,
+                        help="CRAWL_BATCH_SIZE (messages per partition per run)")
     parser.add_argument("--host-delay-ms", type=int, default=0)
     parser.add_argument("--max-concurrent-runs", type=int, default=4)
     parser.add_argument("--hosts", type=int, default=1, help="serve the pages from this many hosts (ports)")
@@ -84,7 +87,8 @@ def main() -> None:
         settings = Settings(
             kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
             seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
-            duckdb_path=tmp / "crawl.duckdb", dagster_home=tmp / "dagster_home", batch_size=args.batch_size,
+            duckdb_path=tmp / "crawl.duckdb", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",
+            batch_size=args.batch_size,
             host_delay_ms=args.host_delay_ms, allowed_networks=["127.0.0.0/8"],
         )
         store = CrawlStore.from_settings(settings)
@@ -98,7 +102,8 @@ def main() -> None:
             wall = time.monotonic() - started
             first = float("nan")
         else:
-            write_instance_yaml(settings.dagster_home, max_concurrent_runs=args.max_concurrent_runs)
+            write_instance_yaml(settings.dagster_home, max_concurrent_runs=args.max_concurrent_runs,
+                                partitions=settings.topic_partitions)
             env = {**os.environ, **settings.to_env()}
             dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
             dagster.start()

@@ -116,7 +116,8 @@ def platform_settings(workdir: Path, bootstrap: str, batch_size: int, host_delay
     return Settings(
         kafka_bootstrap_servers=bootstrap, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
         seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
-        duckdb_path=workdir / "crawl.duckdb", dagster_home=workdir / "dagster_home", batch_size=batch_size,
+        duckdb_path=workdir / "crawl.duckdb", dagster_home=workdir / "dagster_home", handoff_dir=workdir / "handoff",
+        batch_size=batch_size,
         host_delay_ms=host_delay_ms, allowed_networks=["127.0.0.0/8"],
     )
 
@@ -193,7 +194,8 @@ def _finish(proc: subprocess.Popen[Any], result: CrawlResult, measured: _Measure
 
 def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site: ServedSite, store: CrawlStore,
              settings: Settings, workdir: Path, max_concurrent_runs: int, timeout_s: float) -> None:
-    write_instance_yaml(settings.dagster_home, max_concurrent_runs=max_concurrent_runs)
+    write_instance_yaml(settings.dagster_home, max_concurrent_runs=max_concurrent_runs,
+                        partitions=settings.topic_partitions)
     dagster = DagsterProcesses(env, workdir / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
     try:
         dagster.start()

@@ -70,8 +70,24 @@ class Settings(BaseSettings):
 
     # --- Batching ------------------------------------------------------------------------------
     batch_size: int = Field(
-        200, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_SIZE", "batch_size"),
-        description="Most frontier messages one run fetches.",
+        500, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_SIZE", "batch_size"),
+        description="Most frontier messages a run takes from each of its partitions; a run takes what "
+        "is waiting up to this, so batches are small when the backlog is and grow with it.",
+    )
+    batch_groups: int = Field(
+        4, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_GROUPS", "batch_groups"),
+        description="Frontier partitions are split into this many groups (partition % groups); a run "
+        "covers one group, so this many batch runs fetch side by side, each over several partitions' hosts.",
+    )
+    fetch_shards: int = Field(
+        0, ge=0, validation_alias=AliasChoices("CRAWL_FETCH_SHARDS", "fetch_shards"),
+        description="Fetch steps a batch run fans out into, each over whole hosts. 0: 1 on the in-process "
+        "executor (its hosts are fetched in parallel threads anyway), 4 on Celery.",
+    )
+    handoff_dir: Path = Field(
+        Path("data/handoff"), validation_alias=AliasChoices("CRAWL_HANDOFF_DIR", "handoff_dir"),
+        description="Where a run's steps hand fetched pages to its landing step (pickles, removed once "
+        "the batch landed). Shared storage when Celery workers run on other machines.",
     )
     max_runs_per_tick: int = Field(
         16, ge=1, validation_alias=AliasChoices("CRAWL_MAX_RUNS_PER_TICK", "max_runs_per_tick")
@@ -201,6 +217,12 @@ class Settings(BaseSettings):
     def secrets(self) -> dict[str, str]:
         """The environment, for ``${VAR}`` references in settings such as proxy passwords."""
         return dict(os.environ)
+
+    def shard_count(self) -> int:
+        """Fetch shards per batch run (``CRAWL_FETCH_SHARDS``, or its default for the executor)."""
+        if self.fetch_shards:
+            return self.fetch_shards
+        return 4 if self.executor == "celery" else 1
 
     def celery_run_config(self) -> dict[str, object]:
         """Executor run config of the Celery job: a lost worker's task goes to another worker."""

@@ -27,8 +27,19 @@ from crawl_platform.submission import build_crawl_request, submit_crawl
 EMBEDDED_PRODUCER_CONFIG = {"batch.num.messages": "1"}
 
 
-def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurrent_runs: int = 4) -> Path:
-    """Write ``dagster.yaml`` (queued runs, one run per frontier partition at a time)."""
+PARTITION_TAG_PREFIX = "crawl/frontier_p"
+DUCKDB_WRITER_POOL = "crawl_duckdb_writer"
+
+
+def partition_limits_yaml(partitions: int, indent: str = "      ") -> str:
+    """``tag_concurrency_limits`` entries: one run at a time per frontier partition."""
+    return "".join(f"{indent}- key: {PARTITION_TAG_PREFIX}{p}\n{indent}  limit: 1\n" for p in range(partitions))
+
+
+def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurrent_runs: int = 4,
+                        partitions: int = 8) -> Path:
+    """Write ``dagster.yaml``: queued runs, one run per frontier partition at a time, and one
+    DuckDB writer step at a time (the ``crawl_duckdb_writer`` pool)."""
     home.mkdir(parents=True, exist_ok=True)
     if postgres_url and postgres_url.startswith("postgresql://"):
         # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; dagster-postgres needs psycopg2.
@@ -41,19 +52,25 @@ def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurr
   module: dagster._core.run_coordinator
   class: QueuedRunCoordinator
   config:
-    max_concurrent_runs: {max_concurrent_runs}
     dequeue_interval_seconds: 1
+concurrency:
+  runs:
+    max_concurrent_runs: {max_concurrent_runs}
     tag_concurrency_limits:
-      # One run per Kafka frontier partition at a time: a host's URLs live in one partition,
-      # so this holds per-host politeness across concurrent runs.
-      - key: crawl/frontier_partition
-        value:
-          applyLimitPerUniqueValue: true
-        limit: 1
+      # One run per Kafka frontier partition at a time (a batch run carries one tag per partition
+      # it reads): a host's URLs live in one partition, so this holds per-host politeness across
+      # concurrent runs.
+{partition_limits_yaml(partitions)}  pools:
+    # Pools without a limit of their own; the only pool is {DUCKDB_WRITER_POOL} (landing and frontier
+    # steps): one DuckDB writer at a time across every run.
+    default_limit: 1
+    granularity: op
 run_monitoring:
   enabled: true
   poll_interval_seconds: 5
   max_resume_run_attempts: 0
+  # A failed or killed run gives its pool slot back after this long.
+  free_slots_after_run_end_seconds: 15
 run_retries:
   enabled: true
   max_retries: 2
@@ -128,6 +145,7 @@ def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> S
     update: dict[str, object] = {
         "dagster_home": settings.dagster_home.resolve(),
         "duckdb_path": settings.duckdb_path.resolve(),
+        "handoff_dir": settings.handoff_dir.resolve(),
     }
     if embedded and "kafka_producer_config" not in settings.model_fields_set:
         update["kafka_producer_config"] = EMBEDDED_PRODUCER_CONFIG
@@ -143,7 +161,7 @@ def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int =
         return 1
     home = settings.dagster_home.resolve()
     if not (home / "dagster.yaml").exists():
-        write_instance_yaml(home)
+        write_instance_yaml(home, partitions=settings.topic_partitions)
     logs = home / "crawl-platform-logs"  # Dagster itself owns DAGSTER_HOME/logs
     logs.mkdir(parents=True, exist_ok=True)
     embedded = "kafka_bootstrap_servers" not in settings.model_fields_set

@@ -20,11 +20,24 @@ from dagster import (
 
 from assets.crawl_batch import frontier_batches
 from assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
-from crawl_platform.batching import batch_key, decode_cursor, encode_cursor, plan_batches
+from crawl_platform.batching import Batch, batch_key, decode_cursor, encode_cursor, partitions_of, plan_batches
 from crawl_platform.bus import BusError, KafkaBus
+from crawl_platform.stack import PARTITION_TAG_PREFIX
 from resources.crawl import CrawlSettingsResource
 
 _WAITING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]
+
+
+def batch_run_tags(batch: Batch, run_timeout_s: int) -> dict[str, str]:
+    """Tags of a batch run: one ``crawl/frontier_p<N>`` per partition it reads, which the run
+    queue limits to one run at a time each (``dagster.yaml``), so two runs never fetch the same
+    host; and the run timeout after which a run whose worker died is failed and retried
+    (``run_retries``; landing is idempotent, so the batch still lands once)."""
+    return {
+        **{f"{PARTITION_TAG_PREFIX}{r.partition}": r.key for r in batch},
+        "crawl/partitions": ",".join(str(p) for p in partitions_of(batch)),
+        "dagster/max_runtime": str(run_timeout_s),
+    }
 
 
 def _watermarks(bus: KafkaBus, topic: str) -> dict[int, tuple[int, int]]:
@@ -54,7 +67,8 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     run_config: dict[str, object] = settings.celery_run_config() if celery else {}
     waiting = context.instance.get_runs_count(RunsFilter(job_name=batch_job.name, statuses=_WAITING))
     room = max(0, settings.max_queued_runs - waiting)
-    plan = plan_batches(watermarks, cursor, settings.batch_size, min(room, settings.max_runs_per_tick))
+    plan = plan_batches(watermarks, cursor, settings.batch_size, min(room, settings.max_runs_per_tick),
+                        groups=settings.batch_groups)
     requests: list[RunRequest] = []
     if plan.lost_partitions:
         epoch += 1
@@ -63,16 +77,15 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
             run_key=f"requeue-e{epoch}", job_name=crawl_intake_job.name,
             run_config={"ops": {"crawls": {"config": {"requeue_pending": True}}}},
         ))
-    keys = [batch_key(epoch, r) for r in plan.ranges]
+    keys = [batch_key(epoch, batch) for batch in plan.batches]
+    op_config = {"config": {"refetch_done": False, "shards": settings.shard_count()}}
     requests += [
         RunRequest(
             run_key=key, partition_key=key, job_name=batch_job.name,
-            run_config={**run_config, "ops": {"crawl_batch": {"config": {"refetch_done": False}}}},
-            # A run whose worker died is failed after the timeout and retried (dagster.yaml
-            # run_retries); landing is idempotent, so the batch still lands once.
-            tags={"crawl/frontier_partition": str(r.partition), "dagster/max_runtime": str(settings.run_timeout_s)},
+            run_config={**run_config, "ops": {"crawl_batch": {"ops": {"plan_batch": op_config}}}},
+            tags=batch_run_tags(batch, settings.run_timeout_s),
         )
-        for key, r in zip(keys, plan.ranges, strict=True)
+        for key, batch in zip(keys, plan.batches, strict=True)
     ]
     if not requests:
         reason = f"run queue full ({waiting} waiting)" if plan.backlog else "no new frontier messages"

@@ -43,6 +43,7 @@ def settings(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
         topic_partitions=4,
         duckdb_path=tmp_path / "crawl.duckdb",
         dagster_home=tmp_path / "dagster_home",
+        handoff_dir=tmp_path / "handoff",
         host_delay_ms=0,
         allowed_networks=["127.0.0.0/8"],
         batch_size=50,

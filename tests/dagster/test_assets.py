@@ -6,13 +6,16 @@ from dagster import DagsterInstance, materialize
 from assets.checks import quality_checks
 from assets.crawl_batch import crawl_batch, frontier
 from assets.intake import crawls, submit_crawl_job
-from crawl_platform.batching import batch_key, plan_batches
+from crawl_platform.batching import batch_key, parse_batch_key, plan_batches
+from crawl_platform.demo_site import DemoSite
 from crawl_platform.messages import decode_crawl_request
 from crawl_platform.submission import build_crawl_request, submit_crawl
 from resources.crawl import CrawlSettingsResource
+from resources.handoff import HANDOFF_IO_MANAGER_KEY, HandoffIOManager
 from resources.store import CrawlStoreResource
 
-RESOURCES = {"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource()}
+RESOURCES = {"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource(),
+             HANDOFF_IO_MANAGER_KEY: HandoffIOManager()}
 
 
 @pytest.fixture
@@ -85,3 +88,32 @@ def test_launchpad_job_rejects_a_bad_seed_and_enqueues_nothing(crawl_env, bus):
     failure = result.get_step_failure_events()[0].step_failure_data.error
     assert "only http and https" in failure.message
     assert all(hi == 0 for _lo, hi in bus.watermarks(crawl_env.seeds_topic).values())
+
+
+def _register_and_fetch_level(instance, bus, crawl_env, store, seeds, crawl_id, shards):
+    submit_crawl(bus, build_crawl_request(seeds, crawl_id=crawl_id, max_depth=1))
+    seed_keys = [r.key for r in _ranges(bus, crawl_env.seeds_topic)]
+    assert materialize([crawls], instance=instance, resources=RESOURCES,
+                       run_config={"ops": {"crawls": {"config": {"seed_ranges": seed_keys}}}}).success
+    key = batch_key(0, _ranges(bus, crawl_env.frontier_topic))
+    config = {"ops": {"crawl_batch": {"ops": {"plan_batch": {"config": {"shards": shards}}}}}}
+    return key, _materialize_batch(instance, key, run_config=config)
+
+
+def test_a_batch_over_several_partitions_fans_out_into_host_shards_and_lands_once(crawl_env, bus, store, instance):
+    sites = [DemoSite(n_pages=5, seed=s).serve() for s in range(3)]
+    with sites[0] as a, sites[1] as b, sites[2] as c:
+        seeds = [s.base_url + "/" for s in (a, b, c)]
+        key, result = _register_and_fetch_level(instance, bus, crawl_env, store, seeds, "multi", shards=2)
+        assert result.success
+        assert len(parse_batch_key(key)[1]) >= 2  # three hosts, spread over several partitions
+        fetch_steps = {e.step_key for e in result.get_step_success_events()
+                       if e.step_key.startswith("crawl_batch.fetch_shard")}
+        assert len(fetch_steps) == 2  # three hosts balanced onto two shards
+        pages_meta = next(m for m in result.get_asset_materialization_events()
+                          if m.asset_key.to_user_string() == "pages").materialization.metadata
+        assert pages_meta["shards"].value == 2
+        assert sorted(store.query("SELECT url FROM pages")) == sorted((u,) for u in seeds)
+        # The handoff between steps is gone once the batch landed.
+        assert not any(crawl_env.handoff_dir.rglob("*.pickle"))
+        assert all(s.request_count("/") == 1 for s in (a, b, c))

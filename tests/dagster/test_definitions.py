@@ -8,7 +8,7 @@ from definitions import defs
 def test_definitions_load_with_every_part():
     repo = defs.get_repository_def()
     assert {"crawl_batch_job", "crawl_intake_job", "submit_crawl_job"} <= {j.name for j in repo.get_all_jobs()}
-    assert {s.name for s in repo.sensor_defs} == {"frontier_sensor", "seeds_sensor"}
+    assert {s.name for s in repo.sensor_defs} == {"frontier_sensor", "seeds_sensor", "quality_sensor"}
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == {"crawls", "pages", "documents", "links", "frontier"}

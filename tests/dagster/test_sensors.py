@@ -3,13 +3,14 @@
 import json
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, SensorResult, build_sensor_context
+from dagster import DagsterInstance, DagsterRunStatus, SensorResult, build_sensor_context, validate_run_config
 from dagster._core.test_utils import create_run_for_test
 
-from crawl_platform.batching import batch_key, decode_cursor
+from crawl_platform.batching import batch_key, decode_cursor, parse_batch_key
 from crawl_platform.bus import OffsetRange
 from crawl_platform.messages import FrontierURL
 from crawl_platform.submission import build_crawl_request, submit_crawl
+from definitions import defs
 from resources.crawl import CrawlSettingsResource
 from sensors.kafka import frontier_sensor, seeds_sensor
 
@@ -35,7 +36,10 @@ def test_frontier_sensor_cuts_batches_and_keeps_offsets(crawl_env, bus, instance
     expected = [OffsetRange(partition, 0, 50), OffsetRange(partition, 50, 100), OffsetRange(partition, 100, 120)]
     assert [r.partition_key for r in first.run_requests] == [batch_key(0, r) for r in expected]
     assert [r.run_key for r in first.run_requests] == [r.partition_key for r in first.run_requests]
-    assert all(r.run_config["ops"]["crawl_batch"]["config"]["refetch_done"] is False for r in first.run_requests)
+    plan_config = [r.run_config["ops"]["crawl_batch"]["ops"]["plan_batch"]["config"] for r in first.run_requests]
+    assert all(c == {"refetch_done": False, "shards": 1} for c in plan_config)
+    assert all(r.tags[f"crawl/frontier_p{partition}"] == OffsetRange.parse(r.partition_key[3:]).key
+               for r in first.run_requests)
     assert first.dynamic_partitions_requests[0].partition_keys == [r.partition_key for r in first.run_requests]
     offsets, epoch = decode_cursor(first.cursor)
     assert offsets[partition] == 120
@@ -81,3 +85,36 @@ def test_seeds_sensor_requests_one_intake_run_per_tick(crawl_env, bus, instance)
     ranges = result.run_requests[0].run_config["ops"]["crawls"]["config"]["seed_ranges"]
     assert sum(OffsetRange.parse(k).end - OffsetRange.parse(k).start for k in ranges) == 2
     assert not _tick(seeds_sensor, instance, result.cursor).run_requests
+
+
+def test_frontier_sensor_run_config_is_valid_for_the_batch_job(crawl_env, bus, instance):
+    assert all(bus.publish_frontier([FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    (request,) = _tick(frontier_sensor, instance).run_requests
+    job = defs.resolve_job_def("crawl_batch_job")
+    assert validate_run_config(job, request.run_config)
+
+
+def test_a_batch_spans_the_partitions_of_one_group_and_is_tagged_per_partition(crawl_env, bus, instance, monkeypatch):
+    monkeypatch.setenv("CRAWL_BATCH_GROUPS", "2")
+    urls = [FrontierURL("c1", f"http://h{h}.test:9/p{i}", 1) for h in range(24) for i in range(3)]
+    assert all(bus.publish_frontier(urls))
+    watermarks = bus.watermarks(crawl_env.frontier_topic)
+    busy = sorted(p for p, (_lo, hi) in watermarks.items() if hi)
+    assert len(busy) == crawl_env.topic_partitions  # 24 hosts fill every one of the 4 partitions
+    result = _tick(frontier_sensor, instance)
+    assert len(result.run_requests) == 2
+    for group, request in enumerate(result.run_requests):
+        _epoch, ranges = parse_batch_key(request.partition_key)
+        assert [r.partition for r in ranges] == [p for p in busy if p % 2 == group]
+        assert {r.end - r.start for r in ranges} == {watermarks[r.partition][1] for r in ranges}
+        partition_tags = {k for k in request.tags if k.startswith("crawl/frontier_p")}
+        assert partition_tags == {f"crawl/frontier_p{r.partition}" for r in ranges}
+        assert request.tags["crawl/partitions"] == ",".join(str(r.partition) for r in ranges)
+
+
+def test_celery_executor_fans_each_batch_out_into_four_shards(crawl_env, bus, instance, monkeypatch):
+    monkeypatch.setenv("CRAWL_EXECUTOR", "celery")
+    assert all(bus.publish_frontier([FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    (request,) = _tick(frontier_sensor, instance).run_requests
+    assert request.job_name == "crawl_batch_celery_job"
+    assert request.run_config["ops"]["crawl_batch"]["ops"]["plan_batch"]["config"]["shards"] == 4

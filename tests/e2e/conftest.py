@@ -30,12 +30,14 @@ def start_platform(broker, tmp_path_factory):
             "kafka_bootstrap_servers": broker.bootstrap_servers, "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG,
             "seeds_topic": f"seeds-{tag}", "frontier_topic": f"frontier-{tag}", "dead_letter_topic": f"dead-{tag}",
             "topic_partitions": 4, "duckdb_path": tmp / "crawl.duckdb", "dagster_home": tmp / "dagster_home",
+            "handoff_dir": tmp / "handoff",
             "allowed_networks": ["127.0.0.0/8"], "celery_queue": f"crawl-test-{tag}", **overrides,
         }
         settings = Settings(**values)
         database = fresh_postgres_database()
         pg_url = database.__enter__()
-        write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=max_concurrent_runs)
+        write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=max_concurrent_runs,
+                            partitions=settings.topic_partitions)
         env = {**os.environ, **settings.to_env()}
         dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
         dagster.start()

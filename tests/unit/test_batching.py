@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from crawl_platform.batching import batch_key, decode_cursor, encode_cursor, parse_batch_key, plan_batches
+from crawl_platform.batching import (
+    batch_key,
+    decode_cursor,
+    encode_cursor,
+    parse_batch_key,
+    partitions_of,
+    plan_batches,
+)
 from crawl_platform.bus import OffsetRange
 
 
@@ -33,6 +40,33 @@ def test_max_batches_caps_the_plan_and_the_rest_is_backlog():
                            OffsetRange(0, 25, 50)]
     assert plan.cursor == {0: 50, 1: 25, 2: 25}
     assert plan.backlog == 300 - 100
+
+
+def test_groups_put_the_ranges_of_several_partitions_in_one_batch():
+    watermarks = {0: (0, 100), 1: (0, 30), 2: (0, 60), 3: (0, 0)}
+    plan = plan_batches(watermarks, {}, batch_size=50, max_batches=10, groups=2)
+    # group 0 = partitions 0 and 2, group 1 = partitions 1 and 3
+    assert plan.batches == [
+        [OffsetRange(0, 0, 50), OffsetRange(2, 0, 50)],
+        [OffsetRange(1, 0, 30)],
+        [OffsetRange(0, 50, 100), OffsetRange(2, 50, 60)],
+    ]
+    assert plan.cursor == {0: 100, 1: 30, 2: 60, 3: 0}
+    assert plan.backlog == 0
+
+
+def test_no_two_batches_of_one_tick_share_a_partition_unless_a_group_has_more_backlog():
+    watermarks = dict.fromkeys(range(8), (0, 40))
+    plan = plan_batches(watermarks, {}, batch_size=50, max_batches=10, groups=4)
+    assert len(plan.batches) == 4
+    seen = [p for batch in plan.batches for p in partitions_of(batch)]
+    assert sorted(seen) == list(range(8))
+    assert all({p % 4 for p in partitions_of(b)} == {i} for i, b in enumerate(plan.batches))
+
+
+def test_one_group_takes_every_partition():
+    plan = plan_batches({0: (0, 5), 1: (0, 7)}, {}, batch_size=50, max_batches=10, groups=1)
+    assert plan.batches == [[OffsetRange(0, 0, 5), OffsetRange(1, 0, 7)]]
 
 
 def test_zero_max_batches_plans_nothing():
@@ -105,7 +139,25 @@ def test_cursor_with_infinite_numbers_starts_from_scratch(raw):
 @pytest.mark.parametrize("offsets", [OffsetRange(0, 0, 1), OffsetRange(7, 100, 350)])
 def test_batch_key_round_trip(epoch, offsets):
     key = batch_key(epoch, offsets)
-    assert parse_batch_key(key) == (epoch, offsets)
+    assert parse_batch_key(key) == (epoch, [offsets])
+
+
+def test_multi_range_batch_key_round_trip_in_partition_order():
+    batch = [OffsetRange(5, 40, 90), OffsetRange(1, 0, 200)]
+    key = batch_key(2, batch)
+    assert key == "e2.p1-0-200+p5-40-90"
+    assert parse_batch_key(key) == (2, [OffsetRange(1, 0, 200), OffsetRange(5, 40, 90)])
+    assert partitions_of(parse_batch_key(key)[1]) == [1, 5]
+
+
+def test_a_batch_key_naming_a_partition_twice_is_rejected():
+    with pytest.raises(ValueError, match="a partition twice"):
+        parse_batch_key("e0.p1-0-5+p1-5-9")
+
+
+def test_an_empty_batch_has_no_key():
+    with pytest.raises(ValueError, match="at least one"):
+        batch_key(0, [])
 
 
 def test_batch_keys_differ_by_epoch():
@@ -116,7 +168,8 @@ def test_batch_keys_differ_by_epoch():
 @pytest.mark.parametrize(
     "key",
     ["", "e0", "e0.", "0.p0-0-1", "ex.p0-0-1", "e-1.p0-0-1", "e.p0-0-1", "e0.0-0-1", "e0.p0-0",
-     "e0.p0-0-1-2", "e0.px-0-1", "e0.p0-5-5", "e0.p0-6-5", "e0.p-1-0-1", "e0.p0-a-1"],
+     "e0.p0-0-1-2", "e0.px-0-1", "e0.p0-5-5", "e0.p0-6-5", "e0.p-1-0-1", "e0.p0-a-1", "e0.p0-0-1+",
+     "e0.p0-0-1+x"],
 )
 def test_garbage_batch_key_is_rejected(key):
     with pytest.raises(ValueError, match="not a"):

@@ -1,0 +1,35 @@
+"""The dagster.yaml files the platform writes and ships load in Dagster with the limits it relies on."""
+
+import shutil
+from pathlib import Path
+
+from dagster import DagsterInstance
+from dagster._core.instance.config import dagster_instance_config
+
+from crawl_platform.stack import write_instance_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_written_instance_limits_one_run_per_partition_and_one_duckdb_writer(tmp_path):
+    write_instance_yaml(tmp_path, max_concurrent_runs=3, partitions=5)
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        concurrency = instance.get_concurrency_config()
+        assert concurrency.run_queue_config.max_concurrent_runs == 3
+        limits = concurrency.run_queue_config.tag_concurrency_limits
+        assert limits == [{"key": f"crawl/frontier_p{p}", "limit": 1} for p in range(5)]
+        assert concurrency.pool_config.default_pool_limit == 1
+        assert concurrency.pool_config.pool_granularity.value == "op"
+        assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
+        assert instance.run_retries_enabled
+
+
+def test_shipped_scale_out_instance_config_is_valid(tmp_path, monkeypatch):
+    shutil.copy(REPO / "deploy" / "dagster.yaml", tmp_path / "dagster.yaml")
+    for name, value in {"DAGSTER_PG_HOST": "db", "DAGSTER_PG_USER": "u", "DAGSTER_PG_PASSWORD": "p",
+                        "DAGSTER_PG_DB": "d"}.items():
+        monkeypatch.setenv(name, value)
+    config, _cls = dagster_instance_config(str(tmp_path))
+    limits = config["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert [item["key"] for item in limits] == [f"crawl/frontier_p{p}" for p in range(8)]
+    assert config["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
