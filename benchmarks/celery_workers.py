@@ -27,9 +27,9 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+sys.path.insert(0, str(REPO))
 
-from crawl_benchmark import first_row_after  # noqa: E402
+from benchmarks.crawl_benchmark import first_row_after  # noqa: E402
 from crawl_platform.broker import EmbeddedBroker  # noqa: E402
 from crawl_platform.config import Settings  # noqa: E402
 from crawl_platform.demo_site import DemoSite  # noqa: E402
@@ -61,6 +61,8 @@ def stop_strays(pgids: set[int]) -> None:
     adopted dagster/celery orphan, then reap them so their CPU time is counted."""
     me, strays = os.getpid(), []
     for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
         try:
             stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
             cmd = (proc / "cmdline").read_bytes()
@@ -117,18 +119,19 @@ def run_mode(args: argparse.Namespace, executor: str, n_workers: int, broker: Em
     env = {**os.environ, **settings.to_env()}
     store = CrawlStore.from_settings(settings)
     print(f"\n== {executor} workers={n_workers} (dir {tmp}, load1 before {load1()})", flush=True)
-    procs: list[subprocess.Popen] = []
+    workers: list[subprocess.Popen] = []
+    crawl: subprocess.Popen | None = None
     cpu0, host0 = tree_cpu_s(), host_busy_s()
     with fresh_postgres_database() as pg_url:
         write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=args.max_concurrent_runs,
                             partitions=settings.topic_partitions)
         dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
         try:
-            dagster.start()
-            procs += dagster.processes.values()
+            pgids = {proc.pid for proc in dagster.start().processes.values()}
             logs = [tmp / "logs" / f"worker{i}.log" for i in range(n_workers)]
-            procs += [start_worker(env, args.worker_concurrency, log) for log in logs]
-            wait_ready(procs[1:], logs)
+            workers = [start_worker(env, args.worker_concurrency, log) for log in logs]
+            pgids |= {worker.pid for worker in workers}
+            wait_ready(workers, logs)
             time.sleep(8)  # daemon warm-up: sensors start ticking
             if dagster.dead():
                 raise RuntimeError(f"the Dagster daemon exited at start; see {tmp / 'logs'}")
@@ -137,17 +140,16 @@ def run_mode(args: argparse.Namespace, executor: str, n_workers: int, broker: Em
                                       f"bench-{tag}", "--max-pages", str(10**7), "--max-depth", "100", "--wait",
                                       "--timeout", str(args.timeout)], env=env, cwd=REPO,
                                      stdout=subprocess.DEVNULL, start_new_session=True)
-            procs.append(crawl)
+            pgids.add(crawl.pid)
             first = first_row_after(store, started, timeout=args.timeout)
             rc = crawl.wait()
             wall = time.monotonic() - started
         finally:
-            pgids = {p.pid for p in procs}
-            for worker in procs[1:-1] if len(procs) > 1 + n_workers else procs[1:]:
+            for proc in [*workers, *([crawl] if crawl else [])]:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(worker.pid, signal.SIGTERM)
+                    os.killpg(proc.pid, signal.SIGTERM)
             dagster.stop()
-            for proc in procs:
+            for proc in [*workers, *([crawl] if crawl else [])]:
                 try:
                     proc.wait(60)
                 except subprocess.TimeoutExpired:
@@ -185,7 +187,7 @@ def main() -> None:
     parser.add_argument("--max-concurrent-runs", type=int, default=4)
     parser.add_argument("--timeout", type=int, default=1800, help="per mode, seconds")
     args = parser.parse_args()
-    print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+    print("command:", " ".join([os.path.relpath(sys.executable), *sys.argv]))
     print(f"cpu_count={os.cpu_count()} load1={load1()} celery_broker={BROKERS[args.celery_broker][0]}", flush=True)
 
     sites = [DemoSite(n_pages=max(2, args.pages // args.hosts), seed=1 + i) for i in range(args.hosts)]

@@ -53,7 +53,7 @@ def main() -> int:
                         help="how to run the platform: through Dagster as a user does, engine only, both, or not")
     parser.add_argument("--scrapy-concurrency", type=int, nargs="*", default=[1],
                         help="Scrapy per-host concurrency, one crawl each; the first is the comparison (1)")
-    parser.add_argument("--batch-size", type=int, default=200, help="CRAWL_BATCH_SIZE (200, the default)")
+    parser.add_argument("--batch-size", type=int, default=0, help="CRAWL_BATCH_SIZE (0, the default: auto)")
     parser.add_argument("--host-delay-ms", type=int, default=0, help="CRAWL_HOST_DELAY_MS (0: local server)")
     parser.add_argument("--max-concurrent-runs", type=int, default=4, help="Dagster run coordinator limit (4)")
     parser.add_argument("--platform-timeout", type=float, default=600.0,

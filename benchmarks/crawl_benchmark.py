@@ -55,7 +55,8 @@ def run_engine(settings: Settings, seeds: list[str]) -> None:
     cursor: dict[int, int] = {}
     while True:
         # One batch over every partition at a time (one group): all hosts are fetched side by side.
-        plan = plan_batches(bus.watermarks(settings.frontier_topic), cursor, settings.batch_size, 1000, groups=1)
+        plan = plan_batches(bus.watermarks(settings.frontier_topic), cursor, settings.partition_batch_size(), 1000,
+                            groups=1)
         if not plan.batches:
             return
         cursor = plan.cursor

@@ -83,8 +83,20 @@ def plan_batches(
     return BatchPlan(batches, next_offset, lost, backlog)
 
 
-def encode_cursor(cursor: dict[int, int], epoch: int = 0) -> str:
-    return json.dumps({"epoch": epoch, "offsets": {str(k): v for k, v in sorted(cursor.items())}})
+def encode_cursor(cursor: dict[int, int], epoch: int = 0, topic_id: str | None = None) -> str:
+    body: dict[str, object] = {"epoch": epoch, "offsets": {str(k): v for k, v in sorted(cursor.items())}}
+    if topic_id:
+        body["topic_id"] = topic_id
+    return json.dumps(body)
+
+
+def cursor_topic_id(raw: str | None) -> str | None:
+    """The topic id a cursor's offsets belong to (None if it holds none)."""
+    try:
+        value = json.loads(raw or "").get("topic_id")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value else None
 
 
 def decode_cursor(raw: str | None) -> tuple[dict[int, int], int]:

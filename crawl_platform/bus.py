@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from crawl_platform.config import Settings
@@ -126,6 +126,19 @@ class KafkaBus:
                 if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise BusError(f"cannot create topic {name}: {err}") from None
         return created
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's unique id (KIP-516): it changes when the topic is deleted and created again,
+        e.g. by a restarted memory-only broker, even if new messages refill the old offsets.
+        None when the broker does not report one."""
+        admin = AdminClient(self._config)
+        try:
+            futures = admin.describe_topics(TopicCollection([topic]), request_timeout=self.timeout_s)
+            topic_id = futures[topic].result(self.timeout_s).topic_id
+        except KafkaException as err:
+            raise BusError(f"cannot describe topic {topic}: {err}") from None
+        text = str(topic_id) if topic_id is not None else ""
+        return text if text.strip("A=") else None  # an all-zero id means "not supported"
 
     def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
         """Low and high offsets of every partition of ``topic``."""

@@ -70,9 +70,14 @@ class Settings(BaseSettings):
 
     # --- Batching ------------------------------------------------------------------------------
     batch_size: int = Field(
-        500, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_SIZE", "batch_size"),
+        0, ge=0, validation_alias=AliasChoices("CRAWL_BATCH_SIZE", "batch_size"),
         description="Most frontier messages a run takes from each of its partitions; a run takes what "
-        "is waiting up to this, so batches are small when the backlog is and grow with it.",
+        "is waiting up to this, so batches are small when the backlog is and grow with it. 0: "
+        "CRAWL_BATCH_SECONDS worth of requests to one host at CRAWL_HOST_DELAY_MS, between 100 and 5000.",
+    )
+    batch_seconds: float = Field(
+        120.0, gt=0, validation_alias=AliasChoices("CRAWL_BATCH_SECONDS", "batch_seconds"),
+        description="Target fetch time of one run when CRAWL_BATCH_SIZE is 0 (auto).",
     )
     batch_groups: int = Field(
         4, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_GROUPS", "batch_groups"),
@@ -217,6 +222,15 @@ class Settings(BaseSettings):
     def secrets(self) -> dict[str, str]:
         """The environment, for ``${VAR}`` references in settings such as proxy passwords."""
         return dict(os.environ)
+
+    def partition_batch_size(self) -> int:
+        """Messages per partition per run: ``CRAWL_BATCH_SIZE``, or (auto) what one host can serve
+        in ``CRAWL_BATCH_SECONDS`` at the politeness delay (at least 10 ms a request), kept between
+        100 (few runs are worth their start) and 5,000 (memory of one run)."""
+        if self.batch_size:
+            return self.batch_size
+        per_request_s = max(self.host_delay_ms, 10) / 1000.0
+        return max(100, min(5_000, int(self.batch_seconds / per_request_s)))
 
     def shard_count(self) -> int:
         """Fetch shards per batch run (``CRAWL_FETCH_SHARDS``, or its default for the executor)."""

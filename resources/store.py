@@ -6,11 +6,15 @@ waits while a writer in another process holds it.
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
 from dagster import ConfigurableResource
 
 from crawl_platform.config import Settings
 from crawl_platform.store import CrawlStore
+
+if TYPE_CHECKING:  # pandas loads only when a check reads a frame, not in every run process
+    import pandas as pd
 
 
 class CrawlStoreResource(ConfigurableResource):  # type: ignore[misc]

@@ -7,6 +7,8 @@ queue is full, and when the broker lost its log it recreates the topics and asks
 pending URL to be published again.
 """
 
+from typing import NamedTuple
+
 from dagster import (
     DagsterRunStatus,
     DefaultSensorStatus,
@@ -20,10 +22,26 @@ from dagster import (
 
 from assets.crawl_batch import frontier_batches
 from assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
-from crawl_platform.batching import Batch, batch_key, decode_cursor, encode_cursor, partitions_of, plan_batches
+from crawl_platform.batching import (
+    Batch,
+    batch_key,
+    cursor_topic_id,
+    decode_cursor,
+    encode_cursor,
+    partitions_of,
+    plan_batches,
+)
 from crawl_platform.bus import BusError, KafkaBus
 from crawl_platform.stack import PARTITION_TAG_PREFIX
 from resources.crawl import CrawlSettingsResource
+
+
+class TopicState(NamedTuple):
+    watermarks: dict[int, tuple[int, int]]
+    cursor: dict[int, int]
+    epoch: int
+    topic_id: str | None
+
 
 _WAITING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]
 
@@ -49,6 +67,18 @@ def _watermarks(bus: KafkaBus, topic: str) -> dict[int, tuple[int, int]]:
         return bus.watermarks(topic)
 
 
+def _read_topic(bus: KafkaBus, topic: str, raw_cursor: str | None) -> tuple[TopicState, bool]:
+    """Watermarks, cursor offsets, epoch and topic id; and whether the topic was created anew since
+    the cursor was written (its id changed: a restarted memory-only broker, even one whose new
+    messages already refilled the old offsets). Then the cursor starts over from the new log."""
+    watermarks = _watermarks(bus, topic)
+    topic_id = bus.topic_id(topic)
+    cursor, epoch = decode_cursor(raw_cursor)
+    known = cursor_topic_id(raw_cursor)
+    recreated = bool(known and topic_id and known != topic_id)
+    return TopicState(watermarks, {} if recreated else cursor, epoch, topic_id), recreated
+
+
 @sensor(
     jobs=[crawl_batch_job, crawl_batch_celery_job, crawl_intake_job],
     minimum_interval_seconds=2,
@@ -58,21 +88,22 @@ def _watermarks(bus: KafkaBus, topic: str) -> dict[int, tuple[int, int]]:
 def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
     try:
-        watermarks = _watermarks(KafkaBus.from_settings(settings), settings.frontier_topic)
+        topic, recreated = _read_topic(KafkaBus.from_settings(settings), settings.frontier_topic, context.cursor)
     except BusError as err:
         return SkipReason(f"Kafka unavailable: {err}")
-    cursor, epoch = decode_cursor(context.cursor)
+    watermarks, cursor, epoch = topic.watermarks, topic.cursor, topic.epoch
     celery = settings.executor == "celery"
     batch_job = crawl_batch_celery_job if celery else crawl_batch_job
     run_config: dict[str, object] = settings.celery_run_config() if celery else {}
     waiting = context.instance.get_runs_count(RunsFilter(job_name=batch_job.name, statuses=_WAITING))
     room = max(0, settings.max_queued_runs - waiting)
-    plan = plan_batches(watermarks, cursor, settings.batch_size, min(room, settings.max_runs_per_tick),
+    plan = plan_batches(watermarks, cursor, settings.partition_batch_size(), min(room, settings.max_runs_per_tick),
                         groups=settings.batch_groups)
     requests: list[RunRequest] = []
-    if plan.lost_partitions:
+    if plan.lost_partitions or recreated:
         epoch += 1
-        context.log.warning(f"frontier partitions {plan.lost_partitions} lost their log: re-publishing pending URLs")
+        lost = "the frontier topic was created anew" if recreated else f"frontier partitions {plan.lost_partitions}"
+        context.log.warning(f"{lost} lost their log: re-publishing pending URLs")
         requests.append(RunRequest(
             run_key=f"requeue-e{epoch}", job_name=crawl_intake_job.name,
             run_config={"ops": {"crawls": {"config": {"requeue_pending": True}}}},
@@ -89,10 +120,10 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     ]
     if not requests:
         reason = f"run queue full ({waiting} waiting)" if plan.backlog else "no new frontier messages"
-        return SensorResult(skip_reason=reason, cursor=encode_cursor(plan.cursor, epoch))
+        return SensorResult(skip_reason=reason, cursor=encode_cursor(plan.cursor, epoch, topic.topic_id))
     return SensorResult(
         run_requests=requests,
-        cursor=encode_cursor(plan.cursor, epoch),
+        cursor=encode_cursor(plan.cursor, epoch, topic.topic_id),
         dynamic_partitions_requests=[frontier_batches.build_add_request(keys)] if keys else [],
     )
 
@@ -106,20 +137,22 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
 def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
     try:
-        watermarks = _watermarks(KafkaBus.from_settings(settings), settings.seeds_topic)
+        topic, recreated = _read_topic(KafkaBus.from_settings(settings), settings.seeds_topic, context.cursor)
     except BusError as err:
         return SkipReason(f"Kafka unavailable: {err}")
-    cursor, epoch = decode_cursor(context.cursor)
-    plan = plan_batches(watermarks, cursor, batch_size=10_000, max_batches=len(watermarks))
-    if plan.lost_partitions:
+    epoch = topic.epoch
+    plan = plan_batches(topic.watermarks, topic.cursor, batch_size=10_000, max_batches=len(topic.watermarks))
+    if plan.lost_partitions or recreated:
         epoch += 1
+        context.log.warning("the seeds topic lost its log: crawls submitted but not yet registered are gone")
     if not plan.ranges:
-        return SensorResult(skip_reason="no new crawl requests", cursor=encode_cursor(plan.cursor, epoch))
+        return SensorResult(skip_reason="no new crawl requests",
+                            cursor=encode_cursor(plan.cursor, epoch, topic.topic_id))
     keys = [r.key for r in plan.ranges]
     return SensorResult(
         run_requests=[RunRequest(
             run_key=f"seeds-e{epoch}-" + "+".join(keys),
             run_config={"ops": {"crawls": {"config": {"seed_ranges": keys}}}},
         )],
-        cursor=encode_cursor(plan.cursor, epoch),
+        cursor=encode_cursor(plan.cursor, epoch, topic.topic_id),
     )

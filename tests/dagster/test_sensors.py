@@ -118,3 +118,20 @@ def test_celery_executor_fans_each_batch_out_into_four_shards(crawl_env, bus, in
     (request,) = _tick(frontier_sensor, instance).run_requests
     assert request.job_name == "crawl_batch_celery_job"
     assert request.run_config["ops"]["crawl_batch"]["ops"]["plan_batch"]["config"]["shards"] == 4
+
+
+def test_frontier_sensor_notices_a_recreated_topic_even_when_new_messages_refilled_the_offsets(crawl_env, bus, instance):
+    assert all(bus.publish_frontier([FrontierURL("c1", f"http://127.0.0.1:9/p{i}", 1) for i in range(3)]))
+    first = _tick(frontier_sensor, instance)
+    assert json.loads(first.cursor)["topic_id"] == bus.topic_id(crawl_env.frontier_topic)
+    # The same offsets, but the cursor was written for another incarnation of the topic (a broker
+    # that restarted empty and whose log new publishes already filled past the old cursor).
+    stale = json.loads(first.cursor) | {"topic_id": "AAAAAAAAAAAAAAAAAAAAAQ"}
+    for part in stale["offsets"]:
+        stale["offsets"][part] = 0
+    result = _tick(frontier_sensor, instance, json.dumps(stale))
+    assert [r.job_name for r in result.run_requests if r.job_name == "crawl_intake_job"] == ["crawl_intake_job"]
+    batches = [r for r in result.run_requests if r.job_name == "crawl_batch_job"]
+    assert {r.partition_key.split(".")[0] for r in batches} == {"e1"}
+    assert json.loads(result.cursor)["topic_id"] == bus.topic_id(crawl_env.frontier_topic)
+    assert decode_cursor(result.cursor)[1] == 1

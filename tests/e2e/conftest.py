@@ -2,6 +2,7 @@
 run launcher) on this repository's workspace, instance storage on PostgreSQL, the session's
 broker, per-module topics and DuckDB file."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from crawl_platform.config import Settings
+from crawl_platform.demo_site import DemoSite, SiteServer
 from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml
+from crawl_platform.store import CrawlStore
 from tests.conftest import fresh_postgres_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,3 +61,36 @@ def cli(env, *args, timeout=400):
     """Run the crawl-platform command line as a user would."""
     return subprocess.run([sys.executable, "-m", "crawl_platform.cli", *args], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+class Sites:
+    """Several demo sites on loopback, one host (port) each: the generated site of a fault test."""
+
+    def __init__(self, total_pages: int, hosts: int, seed: int) -> None:
+        self.sites = [DemoSite(n_pages=total_pages // hosts, seed=seed + i) for i in range(hosts)]
+        self.servers: list[SiteServer] = []
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> "Sites":
+        self.servers = [self._stack.enter_context(site.serve()) for site in self.sites]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    @property
+    def seeds(self) -> list[str]:
+        return [server.base_url + "/" for server in self.servers]
+
+    def expected_urls(self) -> set[str]:
+        return set().union(*(server.site.expected_urls(server.base_url) for server in self.servers))
+
+
+def assert_landed_exactly_once(store: CrawlStore, crawl_id: str, expected: set[str]) -> None:
+    """Every reachable URL is in `pages` once, no duplicate rows, nothing left pending."""
+    urls = [r[0] for r in store.query("SELECT url FROM pages WHERE crawl_id = ?", [crawl_id])]
+    assert len(urls) == len(set(urls)), "duplicate rows in pages"
+    assert set(urls) == expected, (f"missing {len(expected - set(urls))}, unexpected {len(set(urls) - expected)}")
+    pending = store.query("SELECT count(*) FROM frontier WHERE crawl_id = ? AND state IN ('discovered', 'queued')",
+                          [crawl_id])[0][0]
+    assert pending == 0, f"{pending} URLs left pending"

@@ -11,9 +11,8 @@ import time
 
 import pytest
 
-from crawl_platform.demo_site import DemoSite
 from crawl_platform.store import CrawlStore
-from tests.e2e.conftest import REPO
+from tests.e2e.conftest import REPO, Sites, assert_landed_exactly_once
 
 pytestmark = pytest.mark.e2e
 
@@ -32,15 +31,15 @@ def _busy(log_path):
 
 def test_a_killed_celery_worker_costs_a_retry_not_pages(start_platform, tmp_path):
     settings, env = start_platform(executor="celery", celery_broker="pyamqp://guest:guest@127.0.0.1:5672//",
-                                   celery_backend="rpc://", host_delay_ms=80, batch_size=40)
+                                   celery_backend="rpc://", host_delay_ms=10, batch_size=150)
     logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
     workers = [_worker(env, logs[0])]
     store = CrawlStore.from_settings(settings)
     try:
         time.sleep(5)
-        with DemoSite(n_pages=80, seed=21).serve() as server:
-            waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", server.base_url + "/",
-                                       "--crawl-id", "celery-kill", "--wait", "--timeout", "400"],
+        with Sites(total_pages=1000, hosts=4, seed=21) as sites:
+            waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", *sites.seeds,
+                                       "--crawl-id", "celery-kill", "--wait", "--timeout", "500"],
                                       env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
             deadline = time.monotonic() + 180
             # Wait until worker a is inside a batch step (a later batch: some pages already landed).
@@ -52,11 +51,11 @@ def test_a_killed_celery_worker_costs_a_retry_not_pages(start_platform, tmp_path
             workers.append(_worker(env, logs[1]))
             time.sleep(1.0)
             os.killpg(workers[0].pid, signal.SIGKILL)  # the whole worker machine is gone
-            out, _ = waiter.communicate(timeout=420)
+            out, _ = waiter.communicate(timeout=520)
             assert waiter.returncode == 0, out + logs[1].read_text(errors="replace")[-3000:]
-            urls = [r[0] for r in store.query("SELECT url FROM pages")]
-            assert len(urls) == len(set(urls))
-            assert set(urls) == server.site.expected_urls(server.base_url)
+            expected = sites.expected_urls()
+            assert len(expected) >= 1000
+            assert_landed_exactly_once(store, "celery-kill", expected)
             assert "succeeded" in logs[1].read_text(errors="replace")  # worker b took over
     finally:
         for worker in workers:

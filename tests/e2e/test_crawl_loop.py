@@ -2,9 +2,11 @@
 -> DuckDB -> frontier topic -> ... on the real broker, a Dagster instance on PostgreSQL and a
 generated site of a few hundred pages on loopback."""
 
+import time
 from pathlib import Path
 
 import pytest
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from crawl_platform.bus import KafkaBus, OffsetRange
 from crawl_platform.demo_site import DemoSite
@@ -90,3 +92,27 @@ def test_malformed_messages_go_to_dead_letter_and_the_loop_keeps_going(platform,
         (settings.frontier_topic, "unsupported version 99 of frontier_url"),
         (settings.seeds_topic, "field 'seeds' must be a non-empty list of strings"),
     ]
+
+
+def test_the_quality_sensor_checks_every_landed_batch_with_great_expectations(platform):
+    """Runs after the crawls above: every batch in `pages` is covered by a successful
+    crawl_quality_job run whose two GX checks passed."""
+    settings, _env = platform
+    store = CrawlStore.from_settings(settings)
+    landed = {r[0] for r in store.query("SELECT DISTINCT batch_id FROM pages")}
+    assert landed
+    deadline = time.monotonic() + 150
+    with DagsterInstance.from_config(str(settings.dagster_home)) as instance:
+        while True:
+            runs = instance.get_runs(RunsFilter(job_name="crawl_quality_job"))
+            done = [r for r in runs if r.status == DagsterRunStatus.SUCCESS]
+            checked = {b for r in done for b in r.run_config["ops"]["pages_pages_quality"]["config"]["batches"]}
+            if landed <= checked or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        assert landed <= checked, f"{len(landed - checked)} landed batches never checked"
+        assert all(r.status != DagsterRunStatus.FAILURE for r in runs)
+        evaluations = [e.dagster_event.event_specific_data for r in done
+                       for e in instance.all_logs(r.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)]
+        assert {(e.check_name, e.passed) for e in evaluations} == {("pages_quality", True),
+                                                                    ("documents_quality", True)}

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from crawl_platform.demo_site import DemoSite
 from crawl_platform.stack import DagsterProcesses
 from crawl_platform.store import CrawlStore
-from tests.e2e.conftest import REPO
+from tests.e2e.conftest import REPO, Sites, assert_landed_exactly_once
 
 pytestmark = pytest.mark.e2e
 
@@ -35,12 +34,12 @@ def _run_workers(dagster_home: Path) -> list[int]:
 
 
 def test_killed_run_worker_and_daemon_cost_time_not_pages(start_platform, tmp_path):
-    settings, env, dagster = start_platform(with_processes=True, host_delay_ms=60, batch_size=30,
-                                            run_timeout_s=20)
+    settings, env, dagster = start_platform(with_processes=True, host_delay_ms=10, batch_size=150,
+                                            run_timeout_s=30)
     store = CrawlStore.from_settings(settings)
-    with DemoSite(n_pages=90, seed=13).serve() as server:
-        waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", server.base_url + "/",
-                                   "--crawl-id", "killed", "--wait", "--timeout", "400"],
+    with Sites(total_pages=1000, hosts=4, seed=13) as sites:
+        waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", *sites.seeds,
+                                   "--crawl-id", "killed", "--wait", "--timeout", "500"],
                                   env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         victims: list[int] = []
@@ -58,10 +57,10 @@ def test_killed_run_worker_and_daemon_cost_time_not_pages(start_platform, tmp_pa
         restarted = DagsterProcesses(env, tmp_path / "logs", webserver_port=None,
                                      workspace=REPO / "workspace.yaml").start()
         try:
-            out, _ = waiter.communicate(timeout=420)
+            out, _ = waiter.communicate(timeout=520)
             assert waiter.returncode == 0, out
         finally:
             restarted.stop()
-        urls = [r[0] for r in store.query("SELECT url FROM pages")]
-        assert len(urls) == len(set(urls))
-        assert set(urls) == server.site.expected_urls(server.base_url)
+        expected = sites.expected_urls()
+        assert len(expected) >= 1000
+        assert_landed_exactly_once(store, "killed", expected)

@@ -13,6 +13,7 @@ from crawl_platform.batching import (
     plan_batches,
 )
 from crawl_platform.bus import OffsetRange
+from crawl_platform.config import Settings
 
 
 def test_batches_are_cut_at_batch_size():
@@ -192,3 +193,18 @@ def test_offset_range_parse_rejects_garbage(key):
 def test_offset_range_refuses_empty_or_negative_ranges(partition, start, end):
     with pytest.raises(ValueError, match="invalid offset range"):
         OffsetRange(partition, start, end)
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "host_delay_ms", "expected"),
+    [(0, 250, 480), (0, 0, 5000), (0, 5, 5000), (0, 1000, 120), (0, 10_000, 100), (70, 250, 70), (9000, 0, 9000)],
+)
+def test_auto_batch_size_is_what_one_host_serves_in_the_target_time(batch_size, host_delay_ms, expected):
+    settings = Settings(batch_size=batch_size, host_delay_ms=host_delay_ms, batch_seconds=120)
+    assert settings.partition_batch_size() == expected
+
+
+@pytest.mark.parametrize(("executor", "shards", "expected"), [("in_process", 0, 1), ("celery", 0, 4), ("celery", 2, 2),
+                                                             ("in_process", 3, 3)])
+def test_fetch_shards_default_follows_the_executor(executor, shards, expected):
+    assert Settings(executor=executor, fetch_shards=shards).shard_count() == expected

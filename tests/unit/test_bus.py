@@ -102,3 +102,10 @@ def test_publish_returns_one_flag_per_item(bus):
 def test_watermarks_of_a_missing_topic_raise(bus):
     with pytest.raises(BusError, match="does not exist"):
         bus.watermarks(bus.frontier_topic + "-no-such-topic")
+
+
+def test_topic_id_names_one_incarnation_of_a_topic(settings, bus):
+    first = bus.topic_id(settings.frontier_topic)
+    assert first
+    assert bus.topic_id(settings.frontier_topic) == first
+    assert bus.topic_id(settings.seeds_topic) != first
