@@ -72,7 +72,7 @@ def stop_strays(pgids: set[int]) -> None:
         if pgid in pgids or (ppid == me and any(m in cmd for m in STRAY_MARKERS)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            strays.append((pid, ppid, cmd.replace(b"\0", b" ")[:100].decode(errors="replace")))
+            strays.append((pid, ppid, cmd.replace(b"\0", b" ")[:100].decode(errors="replace") or "(exited)"))
     for pid, ppid, cmd in strays:
         print(f"  killed stray pid {pid}: {cmd}", flush=True)
         if ppid == me:
@@ -142,7 +142,10 @@ def run_mode(args: argparse.Namespace, executor: str, n_workers: int, broker: Em
                                      stdout=subprocess.DEVNULL, start_new_session=True)
             pgids.add(crawl.pid)
             first = first_row_after(store, started, timeout=args.timeout)
-            rc = crawl.wait()
+            while (rc := crawl.poll()) is None:
+                if dagster.dead():  # e.g. someone's `pkill -f dagster-daemon` on this shared machine
+                    raise RuntimeError(f"the Dagster daemon exited during the crawl; see {tmp / 'logs'}")
+                time.sleep(0.5)
             wall = time.monotonic() - started
         finally:
             for proc in [*workers, *([crawl] if crawl else [])]:
@@ -181,7 +184,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=6, help="serve the pages from this many hosts (ports)")
     parser.add_argument("--celery-broker", choices=sorted(BROKERS), default="rabbitmq")
     parser.add_argument("--worker-concurrency", type=int, default=1, help="steps at once per Celery worker")
-    parser.add_argument("--batch-size", type=int, default=Settings().batch_size, help="CRAWL_BATCH_SIZE")
+    parser.add_argument("--batch-size", type=int, default=Settings().batch_size, help="CRAWL_BATCH_SIZE (0: auto)")
     parser.add_argument("--fetch-shards", type=int, default=0, help="CRAWL_FETCH_SHARDS (0: auto, 4 on celery)")
     parser.add_argument("--host-delay-ms", type=int, default=0)
     parser.add_argument("--max-concurrent-runs", type=int, default=4)
@@ -203,7 +206,7 @@ def main() -> None:
             results.append(run_mode(args, executor, n_workers, broker, seeds, expected))
 
     print(f"\nsummary (cpu_count={os.cpu_count()}, worker concurrency {args.worker_concurrency}, "
-          f"celery broker {args.celery_broker}, batch_size {args.batch_size})")
+          f"celery broker {args.celery_broker}, batch_size {args.batch_size or 'auto'})")
     header = f"{'mode':<11}{'workers':>8}{'landed/exp':>12}{'exactly-once':>14}{'wall s':>9}{'pages/s':>9}"
     print(header + f"{'tree CPU s':>12}{'host CPU s':>12}{'1st row s':>11}")
     for r in results:

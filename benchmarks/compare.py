@@ -55,6 +55,9 @@ def main() -> int:
                         help="Scrapy per-host concurrency, one crawl each; the first is the comparison (1)")
     parser.add_argument("--batch-size", type=int, default=0, help="CRAWL_BATCH_SIZE (0, the default: auto)")
     parser.add_argument("--host-delay-ms", type=int, default=0, help="CRAWL_HOST_DELAY_MS (0: local server)")
+    parser.add_argument("--host-concurrency", type=int, default=1,
+                        help="CRAWL_HOST_CONCURRENCY: the platform's requests in flight per host (1); give Scrapy "
+                        "the same with --scrapy-concurrency")
     parser.add_argument("--max-concurrent-runs", type=int, default=4, help="Dagster run coordinator limit (4)")
     parser.add_argument("--platform-timeout", type=float, default=600.0,
                         help="stop a platform crawl after this many seconds and report its partial rate (600)")
@@ -67,6 +70,7 @@ def main() -> int:
     if args.pages < 2:
         parser.error("--pages must be at least 2")
 
+    os.environ["CRAWL_HOST_CONCURRENCY"] = str(args.host_concurrency)  # Settings() of every crawl reads it
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     subreaper = become_subreaper()
     workdir = Path(tempfile.mkdtemp(prefix="crawl-compare-"))
@@ -146,6 +150,7 @@ def _once(r: CrawlResult) -> str:
 
 def _report(args: argparse.Namespace, results: list[CrawlResult], profiles: dict[str, RunProfile]) -> None:
     print(f"\n{args.pages} articles, batch size {args.batch_size}, host delay {args.host_delay_ms} ms, "
+          f"host concurrency {args.host_concurrency}, "
           f"{os.cpu_count()} cores")
     head = ("crawler", "pages", "wall s", "pages/s", "CPU s", "CPU s incl. start-up", "CPU ms/page",
             "peak RSS MB (PSS)", "seed->1st page s", "exactly once", "requests", "load avg before -> after")

@@ -135,6 +135,11 @@ class Settings(BaseSettings):
         16, ge=1, validation_alias=AliasChoices("CRAWL_FETCH_CONCURRENCY", "fetch_concurrency"),
         description="Hosts fetched in parallel inside one run (each host by one worker).",
     )
+    host_concurrency: int = Field(
+        1, ge=1, le=64, validation_alias=AliasChoices("CRAWL_HOST_CONCURRENCY", "host_concurrency"),
+        description="Requests one host may have in flight. Above 1 only while the host is healthy: a "
+        "host that answers slowly, with 429/503 or asks a Crawl-delay gets one at a time again.",
+    )
     host_delay_ms: int = Field(
         250, ge=0, validation_alias=AliasChoices("CRAWL_HOST_DELAY_MS", "host_delay_ms"),
         description="Minimum gap between two requests to the same host.",

@@ -127,6 +127,7 @@ class Fetcher:
         slow_response_s: float = 2.0,
         proxies: Sequence[str] = (),
         robots_error_ttl_s: float = 300.0,
+        host_concurrency: int = 1,
     ) -> None:
         self.user_agent = user_agent
         self.max_redirects = max_redirects
@@ -137,7 +138,9 @@ class Fetcher:
         self.max_crawl_delay_s = max_crawl_delay_s
         self.transport = Transport(NetworkGuard(allowed_networks), connect_timeout_s, read_timeout_s,
                                    deadline_s, max_body_bytes, ProxyPool(proxies))
-        self.pacer = HostPacer(host_delay_s, max_delay_s=max_host_delay_s, slow_response_s=slow_response_s)
+        self.host_concurrency = max(1, host_concurrency)
+        self.pacer = HostPacer(host_delay_s, max_delay_s=max_host_delay_s, slow_response_s=slow_response_s,
+                               concurrency=self.host_concurrency)
         self.robots = RobotsCache(
             lambda url: fetch_robots_txt(self.transport, self.pacer, url, self.user_agent),
             error_ttl_s=robots_error_ttl_s,
@@ -157,6 +160,7 @@ class Fetcher:
             max_redirects=settings.max_redirects,
             host_delay_s=settings.host_delay_ms / 1000.0,
             concurrency=settings.fetch_concurrency,
+            host_concurrency=settings.host_concurrency,
             obey_robots=settings.obey_robots,
             allowed_networks=list(settings.allowed_networks),
             deadline_s=settings.fetch_deadline_s,
@@ -199,8 +203,12 @@ class Fetcher:
         by_host: dict[str, list[FetchRequest]] = defaultdict(list)
         for request in unique.values():
             by_host[(urlsplit(request.url).hostname or "").lower()].append(request)
+        # One worker per host (CRAWL_HOST_CONCURRENCY workers for a host with that many URLs);
+        # the pacer spaces their requests.
+        queues = [requests[i::self.host_concurrency] for requests in by_host.values()
+                  for i in range(min(self.host_concurrency, len(requests)))]
         results: dict[str, FetchResult] = {}
-        for host_results in self._workers().map(self._fetch_host, by_host.values()):
+        for host_results in self._workers().map(self._fetch_host, queues):
             results.update((r.url, r) for r in host_results)
         return results
 

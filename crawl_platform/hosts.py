@@ -54,15 +54,22 @@ class _HostState:
     last_end: float = float("-inf")  # when the latest response (or failure) was over
     connection_failures: int = 0
     touched: bool = False
+    in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    changed: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)
 
 
 class HostPacer:
     """Adaptive per-host gaps; thread-safe. All times in seconds."""
 
     def __init__(self, base_delay_s: float = 0.25, max_delay_s: float = 30.0, slow_response_s: float = 2.0,
-                 throttle_delay_s: float = 1.0, decay: float = 0.75, failure_limit: int = 5) -> None:
+                 throttle_delay_s: float = 1.0, decay: float = 0.75, failure_limit: int = 5,
+                 concurrency: int = 1) -> None:
         self.base_delay_s = base_delay_s
+        self.concurrency = concurrency  # requests a healthy host may have in flight
         self.max_delay_s = max(max_delay_s, base_delay_s)
         self.slow_response_s = slow_response_s
         self.throttle_delay_s = throttle_delay_s  # the first step up from a zero/small gap
@@ -99,27 +106,33 @@ class HostPacer:
     def turn(self, origin: str, floor_s: float = 0.0) -> Iterator[None]:
         """One request to ``origin``: waits for its turn, and marks when it was over, so the next
         request starts at least the delay after this one *ended*. Counting from the end is what
-        the server sees as the gap, whatever connection setup or transfer took."""
-        self.wait_turn(origin, floor_s)
-        try:
-            yield
-        finally:
-            state = self._state(origin)
-            with state.lock:
-                state.last_end = time.monotonic()
+        the server sees as the gap, whatever connection setup or transfer took.
 
-    def wait_turn(self, origin: str, floor_s: float = 0.0) -> None:
-        """Sleep until ``origin`` may get its next request: the delay after the previous request
-        started and after it ended (see :meth:`turn`)."""
+        With ``concurrency`` above 1, a healthy host (gap not raised by slowness, 429/503 or a
+        Crawl-delay ``floor_s``) may have that many requests in flight, their starts the delay
+        apart; a host that pushed back gets one at a time again."""
         state = self._state(origin)
-        with state.lock:  # reserving under the lock keeps two threads on one host apart too
+        with state.changed:
+            while True:
+                gap = max(state.delay_s, floor_s)
+                allowed = self.concurrency if gap <= self.base_delay_s else 1
+                if state.in_flight < allowed:
+                    break
+                state.changed.wait()
             now = time.monotonic()
-            gap = max(state.delay_s, floor_s)
-            start = max(now, state.last_start + gap, state.last_end + gap)
+            start = max(now, state.last_start + gap, state.last_end + gap if allowed == 1 else now)
             state.last_start = start
+            state.in_flight += 1
             state.touched = True
         if start > now:
             time.sleep(start - now)
+        try:
+            yield
+        finally:
+            with state.changed:
+                state.last_end = time.monotonic()
+                state.in_flight -= 1
+                state.changed.notify_all()
 
     def observe(self, origin: str, latency_s: float | None, status: int | None) -> None:
         """Feed back one outcome: a response (``status``, ``latency_s``) or a connection failure (both None)."""

@@ -120,7 +120,7 @@ def test_celery_executor_fans_each_batch_out_into_four_shards(crawl_env, bus, in
     assert request.run_config["ops"]["crawl_batch"]["ops"]["plan_batch"]["config"]["shards"] == 4
 
 
-def test_frontier_sensor_notices_a_recreated_topic_even_when_new_messages_refilled_the_offsets(crawl_env, bus, instance):
+def test_frontier_sensor_notices_a_recreated_topic_even_if_new_messages_refilled_the_offsets(crawl_env, bus, instance):
     assert all(bus.publish_frontier([FrontierURL("c1", f"http://127.0.0.1:9/p{i}", 1) for i in range(3)]))
     first = _tick(frontier_sensor, instance)
     assert json.loads(first.cursor)["topic_id"] == bus.topic_id(crawl_env.frontier_topic)

@@ -128,3 +128,40 @@ def test_a_dead_host_is_given_up_after_consecutive_connection_failures():
     errors = [results[f"{base}/page/{k}"].error or "" for k in range(20)]
     assert all("Connection refused" in e for e in errors[:2])  # 2 URLs x 2 attempts: 4 failures
     assert errors[2:] == ["host unreachable: 5 connection failures in a row"] * 18  # the 5th, then none
+
+
+def _max_in_flight(site: HostileSite) -> int:
+    site.settle()
+    events = sorted([(s.started_at, 1) for s in site.requests] + [(s.finished_at, -1) for s in site.requests])
+    level = peak = 0
+    for _when, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_host_concurrency_lets_a_healthy_host_serve_that_many_requests_at_once(hostile):
+    urls = [hostile.url(f"/slow?ms=200&u={k}") for k in range(6)]
+    started = time.monotonic()
+    results = _fetcher(host_concurrency=3).fetch_all(urls)
+    took = time.monotonic() - started
+    assert all(r.status == 200 for r in results.values())
+    assert _max_in_flight(hostile) == 3
+    assert took < 0.9  # two rounds of three; one at a time would take 1.2 s
+
+
+def test_host_concurrency_keeps_the_delay_between_request_starts(hostile):
+    paths = [f"/page/{k}" for k in range(5)]
+    _fetcher(host_concurrency=4, host_delay_s=0.15).fetch_all([hostile.url(p) for p in paths])
+    starts = sorted(s.started_at for s in hostile.requests if s.path.startswith("/page/"))
+    assert all(b - a >= 0.14 for a, b in pairwise(starts)), starts
+
+
+def test_a_host_that_pushes_back_gets_one_request_at_a_time_again(hostile):
+    pacer = HostPacer(0.0, throttle_delay_s=0.05, concurrency=4)
+    paths = ["/status/429?u=1"] + [f"/slow?ms=150&u={k}" for k in range(4)]
+    fetcher = _fetcher(pacer, host_concurrency=4)
+    fetcher.fetch_all([hostile.url(paths[0])])  # the 429 raises the host's gap above the base
+    hostile.requests.clear()
+    fetcher.fetch_all([hostile.url(p) for p in paths[1:]])
+    assert _max_in_flight(hostile) == 1
