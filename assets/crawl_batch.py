@@ -58,6 +58,8 @@ class BatchConfig(Config):  # type: ignore[misc]
     skipped); a manual re-materialisation keeps True and refetches the whole batch."""
     shards: int = 1
     """Fetch steps to fan out into (the sensor sets CRAWL_FETCH_SHARDS or its executor default)."""
+    min_shard_urls: int = 25
+    """No more shards than give this many URLs each: a step per handful of URLs costs more than it saves."""
 
 
 @op(
@@ -77,7 +79,7 @@ def plan_batch(context: OpExecutionContext, config: BatchConfig,
         # URL to be re-published from DuckDB, so skipping loses nothing.
         context.log.warning(str(err))
         prepared = PreparedBatch(context.partition_key, [], [], [], BatchReport(context.partition_key), lost=str(err))
-    shards = prepared.shards(config.shards)
+    shards = prepared.shards(config.shards, config.min_shard_urls)
     context.log.info(f"batch {context.partition_key}: {prepared.report.messages} messages, "
                      f"{len(prepared.requests)} to fetch in {len(shards)} shard(s)")
     yield Output(prepared, "prepared")

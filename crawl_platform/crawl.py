@@ -70,14 +70,16 @@ class PreparedBatch:
     report: BatchReport
     lost: str = ""  # why the batch could not be read (the broker lost it): nothing to fetch or land
 
-    def shards(self, count: int) -> list[list[FetchRequest]]:
+    def shards(self, count: int, min_urls: int = 1) -> list[list[FetchRequest]]:
         """Split the requests into at most ``count`` non-empty shards of whole hosts, balanced by
-        request count (largest host first onto the lightest shard); the same batch always gives
-        the same shards."""
+        request count (largest host first onto the lightest shard), and no more shards than give
+        ``min_urls`` each (a step per handful of URLs costs more than it saves); the same batch
+        always gives the same shards."""
         by_host: dict[str, list[FetchRequest]] = {}
         for request in self.requests:
             by_host.setdefault(origin_of(request.url), []).append(request)
-        loads: list[list[FetchRequest]] = [[] for _ in range(max(1, min(count, len(by_host))))]
+        worth = -(-len(self.requests) // max(1, min_urls))
+        loads: list[list[FetchRequest]] = [[] for _ in range(max(1, min(count, len(by_host), worth)))]
         for host in sorted(by_host, key=lambda h: (-len(by_host[h]), h)):
             min(loads, key=len).extend(by_host[host])
         return [shard for shard in loads if shard]

@@ -96,7 +96,7 @@ def _register_and_fetch_level(instance, bus, crawl_env, store, seeds, crawl_id, 
     assert materialize([crawls], instance=instance, resources=RESOURCES,
                        run_config={"ops": {"crawls": {"config": {"seed_ranges": seed_keys}}}}).success
     key = batch_key(0, _ranges(bus, crawl_env.frontier_topic))
-    config = {"ops": {"crawl_batch": {"ops": {"plan_batch": {"config": {"shards": shards}}}}}}
+    config = {"ops": {"crawl_batch": {"ops": {"plan_batch": {"config": {"shards": shards, "min_shard_urls": 1}}}}}}
     return key, _materialize_batch(instance, key, run_config=config)
 
 
