@@ -24,6 +24,7 @@ from dagster import (
     DynamicOut,
     DynamicOutput,
     DynamicPartitionsDefinition,
+    Failure,
     In,
     MaterializeResult,
     Nothing,
@@ -93,7 +94,10 @@ def plan_batch(context: OpExecutionContext, config: BatchConfig,
     retry_policy=batch_retry,
     description="Fetch and parse one shard of whole hosts (politeness per host holds inside it).",
 )
-def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource, shard: Shard) -> ShardResult:
+def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
+                shard: Shard | None) -> ShardResult | None:
+    if shard is None:  # the handoff is gone because the batch already landed (see land_batch)
+        return None
     requests, hosts = shard
     crawler = crawl.batch_crawler()
     try:
@@ -112,16 +116,24 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource, shard
     retry_policy=batch_retry,
     description="Land the batch in one DuckDB transaction (one writer at a time: pool crawl_duckdb_writer).",
 )
-def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepared: PreparedBatch,
-               shards: list[ShardResult]) -> Iterator[Output[None]]:
+def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepared: PreparedBatch | None,
+               shards: list[ShardResult | None]) -> Iterator[Output[None]]:
+    crawler = crawl.batch_crawler()
+    if prepared is None or any(shard is None for shard in shards):
+        # A retry of a run killed after this step committed but before its success was recorded.
+        if not crawler.frontier.batch_landed(context.partition_key):
+            raise Failure(f"the handoff of batch {context.partition_key} is gone and it never landed: "
+                          "materialise the partition again to fetch it")
+        context.log.warning(f"batch {context.partition_key} had already landed; nothing to do")
+        for key in ("pages", "documents", "links"):
+            yield Output(None, key, metadata={"already_landed": True})
+        return
     if prepared.lost:
         for key in ("pages", "documents", "links"):
             yield Output(None, key, metadata={"lost_batch": True})
         return
-    report = crawl.batch_crawler().land(prepared, shards)
+    report = crawler.land(prepared, [s for s in shards if s is not None])
     context.log.info(f"batch {context.partition_key}: {report}")
-    run = context.dagster_run
-    discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
     total = sum(report.seconds.values())
     yield Output(None, "pages", metadata={
         "messages": report.messages,
@@ -175,6 +187,9 @@ def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> Ma
     """Admit the batch's new in-scope links, close its items, publish to the frontier topic."""
     crawler = crawl.batch_crawler()
     growth = crawler.expand(context.partition_key)
+    # The batch landed and Dagster recorded it: its handoff between steps is no longer needed.
+    run = context.dagster_run
+    discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
     if growth.unconfirmed:
         # The rows stay 'discovered' in DuckDB; failing makes the retry policy publish them again.
         raise RuntimeError(f"the broker did not confirm {growth.unconfirmed} of {growth.admitted} new URLs")

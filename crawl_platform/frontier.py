@@ -163,6 +163,10 @@ class Frontier:
             ).fetchall()
         return {(c, u) for c, u in rows}
 
+    def batch_landed(self, batch_id: str) -> bool:
+        """True once the batch's landing transaction committed (its items are recorded)."""
+        return bool(self.store.query("SELECT count(*) FROM batch_items WHERE batch_id = ?", [batch_id])[0][0])
+
     def known_crawls(self, crawl_ids: set[str]) -> set[str]:
         if not crawl_ids:
             return set()

@@ -1,8 +1,9 @@
 """IO manager that hands a batch run's fetched pages from its fetch steps to its landing step.
 
-Each output is one pickle under ``CRAWL_HANDOFF_DIR/<run_id>/``; the landing step removes the
-run's files once the batch is in DuckDB (:func:`discard_run`), so the handoff holds only batches
-in flight. With Celery workers on several machines the directory must be shared storage.
+Each output is one pickle under ``CRAWL_HANDOFF_DIR/<run_id>/``. The run's files are removed
+once the batch is in DuckDB and the landing step's success is recorded (the ``frontier`` step
+calls :func:`discard_runs`), so the handoff holds only batches in flight. With Celery workers on
+several machines the directory must be shared storage.
 """
 
 from __future__ import annotations
@@ -42,8 +43,16 @@ class HandoffIOManager(ConfigurableIOManager):  # type: ignore[misc]
         partial.replace(path)  # a step killed mid-write never leaves half a pickle behind
 
     def load_input(self, context: InputContext) -> Any:
-        with self._path(list(context.upstream_output.get_identifier())).open("rb") as fh:
-            return pickle.load(fh)  # noqa: S301 - written by this IO manager in this deployment
+        """The pickled output, or None if it is gone: the batch landed and the handoff was
+        removed, but the run was killed before Dagster recorded the step's success, so a retry
+        asks for it again (the landing step then checks that the batch is in DuckDB)."""
+        path = self._path(list(context.upstream_output.get_identifier()))
+        try:
+            with path.open("rb") as fh:
+                return pickle.load(fh)  # noqa: S301 - written by this IO manager in this deployment
+        except FileNotFoundError:
+            context.log.warning(f"handoff {path} is gone (removed once its batch landed)")
+            return None
 
 
 def discard_runs(root: Path, run_ids: list[str]) -> None:

@@ -1,10 +1,10 @@
 """Assets materialised through Dagster against a real broker, DuckDB file and demo site."""
 
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance, Failure, build_op_context, materialize
 
 from assets.checks import quality_checks
-from assets.crawl_batch import crawl_batch, frontier
+from assets.crawl_batch import crawl_batch, frontier, land_batch
 from assets.intake import crawls, submit_crawl_job
 from crawl_platform.batching import batch_key, parse_batch_key, plan_batches
 from crawl_platform.demo_site import DemoSite
@@ -117,3 +117,21 @@ def test_a_batch_over_several_partitions_fans_out_into_host_shards_and_lands_onc
         # The handoff between steps is gone once the batch landed.
         assert not any(crawl_env.handoff_dir.rglob("*.pickle"))
         assert all(s.request_count("/") == 1 for s in (a, b, c))
+
+
+def test_a_retry_whose_handoff_is_gone_skips_a_landed_batch_and_fails_an_unlanded_one(crawl_env, bus, store, site,
+                                                                                        instance):
+    """A run killed after land_batch committed but before Dagster recorded its success is retried
+    from that step; its handoff was removed with the landing, so the retry must see the batch in
+    DuckDB and do nothing, and must fail loudly for a batch that never landed."""
+    key, result = _register_and_fetch_level(instance, bus, crawl_env, store, [site.base_url + "/"], "gone", 1)
+    assert result.success
+    rows = store.query("SELECT count(*) FROM pages")[0][0]
+    with build_op_context(partition_key=key, resources={"crawl": CrawlSettingsResource()}) as context:
+        outputs = list(land_batch(context, prepared=None, shards=[None]))
+    assert [o.output_name for o in outputs] == ["pages", "documents", "links"]
+    assert all(o.metadata["already_landed"].value is True for o in outputs)
+    assert store.query("SELECT count(*) FROM pages")[0][0] == rows
+    with build_op_context(partition_key="e9.p0-0-5", resources={"crawl": CrawlSettingsResource()}) as context, \
+            pytest.raises(Failure, match="never landed"):
+        list(land_batch(context, prepared=None, shards=[None]))
