@@ -148,7 +148,16 @@ class Frontier:
         rows = self.store.query(
             "SELECT crawl_id, url, depth FROM frontier WHERE state IN ('discovered', 'queued')"
         )
-        return self._publish([FrontierURL(c, u, d) for c, u, d in rows], len(rows))
+        return self._publish([FrontierURL(c, u, d) for c, u, d in rows], len(rows), refresh_queued=True)
+
+    def orphaned_count(self, older_than_s: float) -> int:
+        """URLs ``queued`` for more than ``older_than_s``: when no batch run is in flight and the
+        topic has no unplanned messages, nothing will ever fetch them (their run failed for good,
+        or their message was lost), so they must be published again."""
+        return int(self.store.query(
+            "SELECT count(*) FROM frontier WHERE state = 'queued' AND updated_at < ?",
+            [_now() - timedelta(seconds=older_than_s)],
+        )[0][0])
 
     def done_urls(self, items: list[FrontierURL]) -> set[tuple[str, str]]:
         """The (crawl_id, url) pairs among ``items`` that the crawl already finished."""
@@ -235,7 +244,7 @@ class Frontier:
         con.unregister("candidates")
         return [FrontierURL(c, u, d) for c, u, d in rows]
 
-    def _publish(self, urls: list[FrontierURL], discovered: int) -> FrontierGrowth:
+    def _publish(self, urls: list[FrontierURL], discovered: int, refresh_queued: bool = False) -> FrontierGrowth:
         if not urls:
             return FrontierGrowth(discovered, 0, 0, 0)
         delivered = self.bus.publish_frontier(urls)
@@ -244,10 +253,12 @@ class Frontier:
             table = pa.table({"crawl_id": [u.crawl_id for u in confirmed], "url": [u.url for u in confirmed]})
             with self.store.write() as con:
                 con.register("confirmed", table)
+                # A re-publish also restarts the clock of URLs already queued (see orphaned_count).
+                states = "('discovered', 'queued')" if refresh_queued else "('discovered')"
                 con.execute(
-                    """UPDATE frontier SET state = 'queued', updated_at = $1 FROM confirmed c
+                    f"""UPDATE frontier SET state = 'queued', updated_at = $1 FROM confirmed c
                        WHERE frontier.crawl_id = c.crawl_id AND frontier.url = c.url
-                         AND frontier.state = 'discovered'""",
+                         AND frontier.state IN {states}""",
                     [_now()],
                 )
         return FrontierGrowth(discovered, len(urls), len(confirmed), len(urls) - len(confirmed))

@@ -7,6 +7,7 @@ queue is full, and when the broker lost its log it recreates the topics and asks
 pending URL to be published again.
 """
 
+import time
 from typing import NamedTuple
 
 from dagster import (
@@ -32,7 +33,10 @@ from crawl_platform.batching import (
     plan_batches,
 )
 from crawl_platform.bus import BusError, KafkaBus
+from crawl_platform.config import Settings
+from crawl_platform.frontier import Frontier
 from crawl_platform.stack import PARTITION_TAG_PREFIX
+from crawl_platform.store import CrawlStore, StoreBusyError
 from resources.crawl import CrawlSettingsResource
 
 
@@ -43,6 +47,9 @@ class TopicState(NamedTuple):
     topic_id: str | None
 
 
+ORPHAN_AFTER_S = 60.0
+_ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+           DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 _WAITING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]
 
 
@@ -65,6 +72,25 @@ def _watermarks(bus: KafkaBus, topic: str) -> dict[int, tuple[int, int]]:
         # A fresh (or restarted, memory-only) broker has no topics yet.
         bus.ensure_topics()
         return bus.watermarks(topic)
+
+
+def _orphans(context: SensorEvaluationContext, settings: Settings) -> int:
+    """Queued URLs that nothing will fetch: older than ``ORPHAN_AFTER_S`` while no batch or
+    intake run is queued or running (their run failed for good, or the broker lost the message
+    without losing its log). A busy store skips the check until a later tick."""
+    jobs = [crawl_batch_job.name, crawl_batch_celery_job.name, crawl_intake_job.name]
+    if any(context.instance.get_runs_count(RunsFilter(job_name=job, statuses=_ACTIVE)) for job in jobs):
+        return 0
+    store = CrawlStore(settings.duckdb_path, lock_timeout_s=5.0)
+    if not store.path.exists():
+        return 0
+    try:
+        count = Frontier(store, KafkaBus.from_settings(settings)).orphaned_count(ORPHAN_AFTER_S)
+    except StoreBusyError:
+        return 0
+    if count:
+        context.log.warning(f"{count} queued URLs have no batch run left to fetch them: re-publishing them")
+    return count
 
 
 def _read_topic(bus: KafkaBus, topic: str, raw_cursor: str | None) -> tuple[TopicState, bool]:
@@ -118,6 +144,12 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
         )
         for key, batch in zip(keys, plan.batches, strict=True)
     ]
+    if not requests and not plan.backlog and _orphans(context, settings):
+        # Safety net: URLs queued long ago, nothing left to plan and no batch run in flight.
+        requests.append(RunRequest(
+            run_key=f"requeue-orphans-{int(time.time())}", job_name=crawl_intake_job.name,
+            run_config={"ops": {"crawls": {"config": {"requeue_pending": True}}}},
+        ))
     if not requests:
         reason = f"run queue full ({waiting} waiting)" if plan.backlog else "no new frontier messages"
         return SensorResult(skip_reason=reason, cursor=encode_cursor(plan.cursor, epoch, topic.topic_id))

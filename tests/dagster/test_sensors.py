@@ -8,6 +8,7 @@ from dagster._core.test_utils import create_run_for_test
 
 from crawl_platform.batching import batch_key, decode_cursor, parse_batch_key
 from crawl_platform.bus import OffsetRange
+from crawl_platform.frontier import Frontier
 from crawl_platform.messages import FrontierURL
 from crawl_platform.submission import build_crawl_request, submit_crawl
 from definitions import defs
@@ -135,3 +136,32 @@ def test_frontier_sensor_notices_a_recreated_topic_even_if_new_messages_refilled
     assert {r.partition_key.split(".")[0] for r in batches} == {"e1"}
     assert json.loads(result.cursor)["topic_id"] == bus.topic_id(crawl_env.frontier_topic)
     assert decode_cursor(result.cursor)[1] == 1
+
+
+def test_queued_urls_that_no_run_will_fetch_are_published_again(crawl_env, bus, store, instance):
+    frontier = Frontier(store, bus)
+    frontier.register(build_crawl_request(["http://127.0.0.1:9/"], crawl_id="orphan"))
+    first = _tick(frontier_sensor, instance)  # plans the seed's message
+    assert [r.job_name for r in first.run_requests] == ["crawl_batch_job"]
+    # Its run failed for good (or the message vanished): the URL stays queued, and ages.
+    with store.write() as con:
+        con.execute("UPDATE frontier SET updated_at = updated_at - INTERVAL 5 MINUTE")
+    create_run_for_test(instance, job_name="crawl_batch_job", status=DagsterRunStatus.STARTED)
+    busy = _tick(frontier_sensor, instance, first.cursor)
+    assert not busy.run_requests  # a batch run is still going: it may yet fetch them
+
+    with DagsterInstance.ephemeral() as idle_instance:
+        result = _tick(frontier_sensor, idle_instance, first.cursor)
+    (requeue,) = result.run_requests
+    assert requeue.job_name == "crawl_intake_job"
+    assert requeue.run_config["ops"]["crawls"]["config"]["requeue_pending"] is True
+
+
+def test_a_requeue_restarts_the_clock_of_queued_urls(crawl_env, bus, store):
+    frontier = Frontier(store, bus)
+    frontier.register(build_crawl_request(["http://127.0.0.1:9/"], crawl_id="clock"))
+    with store.write() as con:
+        con.execute("UPDATE frontier SET updated_at = updated_at - INTERVAL 5 MINUTE")
+    assert frontier.orphaned_count(60) == 1
+    assert frontier.requeue_all_pending().published == 1
+    assert frontier.orphaned_count(60) == 0
