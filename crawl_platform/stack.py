@@ -69,6 +69,8 @@ run_monitoring:
   enabled: true
   poll_interval_seconds: 5
   max_resume_run_attempts: 0
+  # A run whose worker died before it started is failed after this long (then retried).
+  start_timeout_seconds: 60
   # A failed or killed run gives its pool slot back after this long.
   free_slots_after_run_end_seconds: 15
 run_retries:

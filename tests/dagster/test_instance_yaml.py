@@ -22,6 +22,7 @@ def test_written_instance_limits_one_run_per_partition_and_one_duckdb_writer(tmp
         assert concurrency.pool_config.pool_granularity.value == "op"
         assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
         assert instance.run_retries_enabled
+        assert instance.run_monitoring_start_timeout_seconds == 60
 
 
 def test_shipped_scale_out_instance_config_is_valid(tmp_path, monkeypatch):

@@ -62,7 +62,7 @@ def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
                                   "sensors { name sensorState { status } } } } } }")
         states = {s["name"]: s["sensorState"]["status"]
                   for repo in repos["repositoriesOrError"]["nodes"] for s in repo["sensors"]}
-        assert states == {"frontier_sensor": "RUNNING", "seeds_sensor": "RUNNING"}
+        assert states == {"frontier_sensor": "RUNNING", "seeds_sensor": "RUNNING", "quality_sensor": "RUNNING"}
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(60)
