@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from crawl_platform.config import Settings
 from crawl_platform.hosts import HostPacer, HostRecord, origin_of
@@ -200,9 +200,10 @@ class Fetcher:
         for req in requests:
             request = FetchRequest(req) if isinstance(req, str) else req
             unique.setdefault(request.url, request)
+        # Grouped by origin (scheme, host and port), the unit the pacer spaces requests by.
         by_host: dict[str, list[FetchRequest]] = defaultdict(list)
         for request in unique.values():
-            by_host[(urlsplit(request.url).hostname or "").lower()].append(request)
+            by_host[origin_of(request.url)].append(request)
         # One worker per host (CRAWL_HOST_CONCURRENCY workers for a host with that many URLs);
         # the pacer spaces their requests.
         queues = [requests[i::self.host_concurrency] for requests in by_host.values()

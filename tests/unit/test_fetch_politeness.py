@@ -165,3 +165,16 @@ def test_a_host_that_pushes_back_gets_one_request_at_a_time_again(hostile):
     hostile.requests.clear()
     fetcher.fetch_all([hostile.url(p) for p in paths[1:]])
     assert _max_in_flight(hostile) == 1
+
+
+def test_two_sites_on_one_address_but_different_ports_are_fetched_side_by_side(hostile):
+    with HostileSite("127.0.0.1") as other:  # same address, another port: another origin
+        assert origin_of(other.base_url) != origin_of(hostile.base_url)
+        urls = [site.url(f"/slow?ms=200&u={k}") for site in (hostile, other) for k in range(3)]
+        started = time.monotonic()
+        results = _fetcher().fetch_all(urls)
+        took = time.monotonic() - started
+        assert all(r.status == 200 for r in results.values())
+        assert took < 1.0  # one origin after the other would take 1.2 s
+        for site in (hostile, other):
+            assert _max_in_flight(site) == 1
