@@ -21,6 +21,15 @@ test: $(STAMP)  ## set up, then run the whole test suite (and the linters)
 	$(BIN)/mypy crawl_platform
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+PAGES ?= 20000
+BENCH_ARGS ?= --mode both --scrapy-concurrency 1
+
+bench: $(STAMP)  ## the platform against Scrapy on a generated nginx-served site (docs/benchmarks.md)
+	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || \
+		(apt-get install -y -q nginx-light && (service nginx stop || true))
+	$(BIN)/python benchmarks/compare.py --pages $(PAGES) $(BENCH_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy crawl_platform assets sensors resources definitions.py
