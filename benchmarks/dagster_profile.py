@@ -26,6 +26,12 @@ CATEGORIES = ("batch step", "frontier step", "intake step", "quality checks", "r
 _STEP_CATEGORY = {"crawl_batch": "batch step", "frontier": "frontier step", "crawls": "intake step"}
 
 
+def _category(step_key: str) -> str:
+    """The batch graph's steps (crawl_batch.plan_batch, crawl_batch.fetch_shard[s0], crawl_batch.land_batch)
+    are all the batch step; a check step is the quality checks."""
+    return _STEP_CATEGORY.get(step_key.split(".", 1)[0], "quality checks")
+
+
 @dataclass
 class RunProfile:
     runs: int = 0
@@ -106,7 +112,7 @@ def _run_intervals(marks: dict[str, float], steps: dict[str, list[float]]) -> li
         out.append((starting, end, "run start-up/teardown"))  # the steps below take precedence
     for key, times in steps.items():
         if len(times) >= 2:
-            out.append((min(times), max(times), _STEP_CATEGORY.get(key, "quality checks")))
+            out.append((min(times), max(times), _category(key)))
     del start  # the process-up mark is inside start-up/teardown; kept in the events for the UI
     return out
 
