@@ -4,9 +4,11 @@ middle of the landing transaction."""
 import subprocess
 import sys
 import textwrap
+from urllib.parse import urlsplit
 
-from crawl_platform.batching import plan_batches
+from crawl_platform.batching import batch_key, parse_batch_key, plan_batches
 from crawl_platform.crawl import BatchCrawler
+from crawl_platform.demo_site import DemoSite
 from crawl_platform.frontier import Frontier
 from crawl_platform.messages import FrontierURL
 from crawl_platform.submission import build_crawl_request
@@ -43,7 +45,7 @@ KILL_MID_LANDING = textwrap.dedent("""
     import os, signal, sys
     from crawl_platform.config import Settings
     from crawl_platform.crawl import BatchCrawler
-    from crawl_platform.bus import OffsetRange
+    from crawl_platform.batching import parse_batch_key
     from crawl_platform import store as store_module
 
     real_write = store_module.CrawlStore.write
@@ -68,7 +70,7 @@ KILL_MID_LANDING = textwrap.dedent("""
             yield Dying(con)
     store_module.CrawlStore.write = dying_write
     crawler = BatchCrawler.from_settings(Settings())
-    crawler.fetch_and_land(sys.argv[1], OffsetRange.parse(sys.argv[2]))
+    crawler.fetch_and_land(sys.argv[1], parse_batch_key(sys.argv[1])[1])
 """)
 
 
@@ -90,3 +92,61 @@ def test_a_landing_killed_mid_transaction_leaves_no_partial_batch(crawl_env, bus
     crawler.fetch_and_land("e0." + batch.key, batch)
     crawler.expand("e0." + batch.key)
     assert store.query("SELECT url FROM pages") == [(site.base_url + "/",)]
+
+
+def test_a_1000_page_crawl_with_every_message_twice_a_killed_landing_and_a_rematerialisation(crawl_env, bus,
+                                                                                             store):
+    """The faults of issue 4 on one generated site of over 1,000 pages, crawled to the end by the
+    engine: every frontier message is delivered a second time (later, in another batch), the
+    first sizeable batch's landing is killed mid-transaction and that batch is simply run again,
+    and a finished batch is materialised twice. Every reachable URL lands exactly once, nothing is
+    left pending, and only the re-runs fetch a page twice."""
+    topic = crawl_env.frontier_topic
+    with DemoSite(n_pages=1000, seed=31).serve() as server:
+        expected = server.site.expected_urls(server.base_url)
+        assert len(expected) > 1000
+        Frontier(store, bus).register(build_crawl_request([server.base_url + "/"], crawl_id="big",
+                                                          max_depth=100, max_pages=10**6))
+        crawler = BatchCrawler.from_settings(crawl_env)
+        cursor: dict[int, int] = {}
+        duplicated: set[bytes] = set()
+        killed: str | None = None
+        landed: list[str] = []
+        skipped = 0
+        while True:
+            plan = plan_batches(bus.watermarks(topic), cursor, batch_size=150, max_batches=100, groups=2)
+            if not plan.batches:
+                break
+            cursor = plan.cursor
+            for batch in plan.batches:
+                key = batch_key(0, batch)
+                records = [r for offsets in batch for r in bus.read_range(topic, offsets)]
+                again = [(r.key, r.value) for r in records if r.value not in duplicated]
+                duplicated.update(v for _k, v in again)
+                assert all(bus.publish(topic, again))  # the broker delivers each message once more
+                if killed is None and len(records) > 10:
+                    died = subprocess.run([sys.executable, "-c", KILL_MID_LANDING, key],
+                                          capture_output=True, text=True, timeout=120, check=False)
+                    assert died.returncode == -9, died.stdout + died.stderr
+                    killed = key
+                skipped += crawler.fetch_and_land(key, batch, refetch_done=False).skipped
+                crawler.expand(key)
+                landed.append(key)
+        assert killed is not None
+        assert skipped >= 1000  # the second copies arrived and were skipped, not fetched
+        # The same partition materialised twice: refetched, and no new rows.
+        rows = store.query("SELECT count(*) FROM pages")[0][0]
+        crawler.fetch_and_land(landed[1], parse_batch_key(landed[1])[1])
+        crawler.expand(landed[1])
+        assert store.query("SELECT count(*) FROM pages")[0][0] == rows
+        rerun = {r[0] for r in store.query("SELECT url FROM batch_items WHERE batch_id IN (?, ?)",
+                                           [killed, landed[1]])}
+        fetched_twice = {u for u in expected if server.request_count(urlsplit(u).path) > 1}
+        # A redirect's target is requested once on its own and once through the redirect.
+        targets = {r[0] for r in store.query("SELECT final_url FROM pages WHERE final_url <> url")}
+        assert fetched_twice <= rerun | targets
+
+    urls = [r[0] for r in store.query("SELECT url FROM pages WHERE crawl_id = 'big'")]
+    assert len(urls) == len(set(urls)), "duplicate rows"
+    assert set(urls) == expected
+    assert Frontier(store, bus).status("big")[0].pending == 0
