@@ -8,6 +8,7 @@ SIGTERM stops everything it started. The end-to-end tests use :class:`DagsterPro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -140,6 +141,36 @@ class DagsterProcesses:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         self.processes.clear()
+        home = self.env.get("DAGSTER_HOME")
+        if home:
+            # The daemon's code servers and their run workers live in sessions of their own and
+            # could outlive it by their 20 s heartbeat timeout, or for good once orphaned.
+            for pid in instance_processes(home):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+# Code servers, run workers and their helpers; not Celery workers, which may serve other stacks.
+_INSTANCE_COMMANDS = (b"dagster\0api\0grpc", b"multiprocessing.spawn", b"multiprocessing.resource_tracker",
+                      b"watch_orphans.py")
+
+
+def instance_processes(dagster_home: str) -> list[int]:
+    """PIDs of Dagster processes (code servers, run workers, their helpers) of the instance in
+    ``dagster_home``, found by their environment; never this process."""
+    wanted = f"DAGSTER_HOME={dagster_home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0") and any(c in cmdline for c in _INSTANCE_COMMANDS):
+            found.append(int(entry.name))
+    return found
 
 
 def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> Settings:
