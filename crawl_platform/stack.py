@@ -155,9 +155,10 @@ _INSTANCE_COMMANDS = (b"dagster\0api\0grpc", b"multiprocessing.spawn", b"multipr
                       b"watch_orphans.py")
 
 
-def instance_processes(dagster_home: str) -> list[int]:
-    """PIDs of Dagster processes (code servers, run workers, their helpers) of the instance in
-    ``dagster_home``, found by their environment; never this process."""
+def instance_processes(dagster_home: str, commands: tuple[bytes, ...] = _INSTANCE_COMMANDS) -> list[int]:
+    """PIDs of Dagster processes (code servers, run workers, their helpers; or those whose command
+    line holds one of ``commands``) of the instance in ``dagster_home``, found by their
+    environment; never this process."""
     wanted = f"DAGSTER_HOME={dagster_home}".encode()
     found = []
     for entry in Path("/proc").iterdir():
@@ -168,7 +169,7 @@ def instance_processes(dagster_home: str) -> list[int]:
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if wanted in environ.split(b"\0") and any(c in cmdline for c in _INSTANCE_COMMANDS):
+        if wanted in environ.split(b"\0") and any(c in cmdline for c in commands):
             found.append(int(entry.name))
     return found
 

@@ -48,7 +48,7 @@ class TopicState(NamedTuple):
 
 
 ORPHAN_AFTER_S = 60.0
-_ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+ACTIVE_RUN_STATUSES = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
            DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 _WAITING = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]
 
@@ -79,7 +79,7 @@ def _orphans(context: SensorEvaluationContext, settings: Settings) -> int:
     intake run is queued or running (their run failed for good, or the broker lost the message
     without losing its log). A busy store skips the check until a later tick."""
     jobs = [crawl_batch_job.name, crawl_batch_celery_job.name, crawl_intake_job.name]
-    if any(context.instance.get_runs_count(RunsFilter(job_name=job, statuses=_ACTIVE)) for job in jobs):
+    if any(context.instance.get_runs_count(RunsFilter(job_name=job, statuses=ACTIVE_RUN_STATUSES)) for job in jobs):
         return 0
     store = CrawlStore(settings.duckdb_path, lock_timeout_s=5.0)
     if not store.path.exists():

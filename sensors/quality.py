@@ -9,7 +9,6 @@ of CPU per process), and every landed batch is still checked, in landing order.
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
-    DagsterRunStatus,
     DefaultSensorStatus,
     RunRequest,
     RunsFilter,
@@ -20,10 +19,9 @@ from dagster import (
 )
 
 from assets.jobs import crawl_quality_job
+from sensors.kafka import ACTIVE_RUN_STATUSES
 
 MAX_BATCHES_PER_RUN = 500
-_ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-           DagsterRunStatus.STARTED]
 
 
 def check_run_config(batches: list[str]) -> dict[str, object]:
@@ -39,7 +37,7 @@ def check_run_config(batches: list[str]) -> dict[str, object]:
     description="Checks newly landed batches with the Great Expectations suites (one run for many batches).",
 )
 def quality_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
-    if context.instance.get_runs_count(RunsFilter(job_name=crawl_quality_job.name, statuses=_ACTIVE)):
+    if context.instance.get_runs_count(RunsFilter(job_name=crawl_quality_job.name, statuses=ACTIVE_RUN_STATUSES)):
         return SkipReason("the previous quality run is still going")
     after = int(context.cursor) if context.cursor and context.cursor.isdigit() else None
     result = context.instance.fetch_materializations(

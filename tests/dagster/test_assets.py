@@ -1,7 +1,7 @@
 """Assets materialised through Dagster against a real broker, DuckDB file and demo site."""
 
 import pytest
-from dagster import DagsterInstance, Failure, build_op_context, materialize
+from dagster import Failure, build_op_context, materialize
 
 from assets.checks import quality_checks
 from assets.crawl_batch import crawl_batch, frontier, land_batch
@@ -11,17 +11,7 @@ from crawl_platform.demo_site import DemoSite
 from crawl_platform.messages import decode_crawl_request
 from crawl_platform.submission import build_crawl_request, submit_crawl
 from resources.crawl import CrawlSettingsResource
-from resources.handoff import HANDOFF_IO_MANAGER_KEY, HandoffIOManager
-from resources.store import CrawlStoreResource
-
-RESOURCES = {"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource(),
-             HANDOFF_IO_MANAGER_KEY: HandoffIOManager()}
-
-
-@pytest.fixture
-def instance():
-    with DagsterInstance.ephemeral() as inst:
-        yield inst
+from tests.dagster.conftest import RESOURCES
 
 
 def _ranges(bus, topic):

@@ -1,26 +1,14 @@
 """The quality sensor: landed batches are checked by Great Expectations in one run, off the batch runs."""
 
-import pytest
-from dagster import DagsterInstance, SensorResult, build_sensor_context, materialize
+from dagster import SensorResult, build_sensor_context, materialize
 
 from assets.crawl_batch import crawl_batch, frontier
 from assets.intake import crawls
 from crawl_platform.batching import batch_key, plan_batches
 from crawl_platform.submission import build_crawl_request, submit_crawl
 from definitions import defs
-from resources.crawl import CrawlSettingsResource
-from resources.handoff import HANDOFF_IO_MANAGER_KEY, HandoffIOManager
-from resources.store import CrawlStoreResource
 from sensors.quality import quality_sensor
-
-RESOURCES = {"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource(),
-             HANDOFF_IO_MANAGER_KEY: HandoffIOManager()}
-
-
-@pytest.fixture
-def instance():
-    with DagsterInstance.ephemeral() as inst:
-        yield inst
+from tests.dagster.conftest import RESOURCES
 
 
 def _ranges(bus, topic, after=None):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_platform.stack import DagsterProcesses
+from crawl_platform.stack import DagsterProcesses, instance_processes
 from crawl_platform.store import CrawlStore
 from tests.e2e.conftest import REPO, Sites, assert_landed_exactly_once
 
@@ -21,16 +21,7 @@ pytestmark = pytest.mark.e2e
 def _run_workers(dagster_home: Path) -> list[int]:
     """PIDs of run-worker processes of this instance: the code server starts each run in a
     `multiprocessing` spawn child."""
-    found = []
-    pattern = "multiprocessing.spawn import spawn_main"
-    for pid in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout.split():
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if f"DAGSTER_HOME={dagster_home}".encode() in environ:
-            found.append(int(pid))
-    return found
+    return instance_processes(str(dagster_home), commands=(b"multiprocessing.spawn import spawn_main",))
 
 
 def test_killed_run_worker_and_daemon_cost_time_not_pages(start_platform, tmp_path):
