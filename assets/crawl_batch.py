@@ -53,7 +53,7 @@ batch_retry = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL)
 Shard = tuple[list[FetchRequest], list[HostRecord]]
 
 
-class BatchConfig(Config):  # type: ignore[misc]
+class BatchConfig(Config):
     refetch_done: bool = True
     """Fetch URLs the crawl already finished. Sensor runs set False (a duplicate delivery is
     skipped); a manual re-materialisation keeps True and refetches the whole batch."""
@@ -183,7 +183,7 @@ def crawl_batch(crawls: None) -> dict[str, object]:
     pool=DUCKDB_WRITER_POOL,
     description="Every URL each crawl knows and its state; new in-scope links are published to Kafka.",
 )
-def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> MaterializeResult:
+def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> MaterializeResult[None]:
     """Admit the batch's new in-scope links, close its items, publish to the frontier topic."""
     crawler = crawl.batch_crawler()
     growth = crawler.expand(context.partition_key)

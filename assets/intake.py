@@ -26,14 +26,15 @@ from crawl_platform.submission import build_crawl_request, submit_crawl
 from resources.crawl import CrawlSettingsResource
 
 
-class IntakeConfig(Config):  # type: ignore[misc]
+class IntakeConfig(Config):
     seed_ranges: list[str] = Field(default_factory=list, description="Seeds-topic offset ranges, e.g. p3-0-2.")
     requeue_pending: bool = Field(False, description="Re-publish every known URL not fetched yet.")
 
 
 @asset(group_name="crawl", code_version="1", pool=DUCKDB_WRITER_POOL,
        description="Registered crawls (seeds, scope, limits); seeds enter the frontier here.")
-def crawls(context: AssetExecutionContext, config: IntakeConfig, crawl: CrawlSettingsResource) -> MaterializeResult:
+def crawls(context: AssetExecutionContext, config: IntakeConfig,
+           crawl: CrawlSettingsResource) -> MaterializeResult[None]:
     intake = crawl.seed_intake()
     registered: list[str] = []
     dead_letters = admitted = 0
@@ -55,7 +56,7 @@ def crawls(context: AssetExecutionContext, config: IntakeConfig, crawl: CrawlSet
     })
 
 
-class CrawlRequestConfig(Config):  # type: ignore[misc]
+class CrawlRequestConfig(Config):
     seeds: list[str] = Field(description="Start URLs (http/https).")
     crawl_id: str = Field("", description="Empty: generated from the first seed's host and the time.")
     max_pages: int = Field(10_000, description="Most URLs the crawl admits.")

@@ -133,7 +133,8 @@ class Settings(BaseSettings):
     )
     fetch_concurrency: int = Field(
         16, ge=1, validation_alias=AliasChoices("CRAWL_FETCH_CONCURRENCY", "fetch_concurrency"),
-        description="Hosts fetched in parallel inside one run (each host by one worker).",
+        description="Requests in flight at once inside one run (fetch worker threads). A worker takes "
+        "whichever host's turn comes first, so a host waiting out its delay holds no worker.",
     )
     host_concurrency: int = Field(
         1, ge=1, le=64, validation_alias=AliasChoices("CRAWL_HOST_CONCURRENCY", "host_concurrency"),

@@ -1,4 +1,4 @@
-"""Fetches a batch of URLs politely: one worker per host, hosts in parallel, every hop checked.
+"""Fetches a batch of URLs politely: hosts in parallel, each at its own pace, every hop checked.
 
 Input is a batch's :class:`FetchRequest` list (a URL plus, from its crawl, the User-Agent, the
 scope and the validators of the page's latest version); output is one :class:`FetchResult` per
@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from crawl_platform.config import Settings
+from crawl_platform.host_turns import HostTurns
 from crawl_platform.hosts import HostPacer, HostRecord, origin_of
 from crawl_platform.netguard import BlockedAddressError, NetworkGuard
 from crawl_platform.proxies import ProxyPool, redact
@@ -204,13 +205,16 @@ class Fetcher:
         by_host: dict[str, list[FetchRequest]] = defaultdict(list)
         for request in unique.values():
             by_host[origin_of(request.url)].append(request)
-        # One worker per host (CRAWL_HOST_CONCURRENCY workers for a host with that many URLs);
-        # the pacer spaces their requests.
-        queues = [requests[i::self.host_concurrency] for requests in by_host.values()
-                  for i in range(min(self.host_concurrency, len(requests)))]
+        # One queue per host (CRAWL_HOST_CONCURRENCY queues for a host with that many URLs); the
+        # workers take the queue whose host's turn comes first, and the pacer spaces the requests.
+        turns = HostTurns(self.pacer, [(origin, requests[i::self.host_concurrency])
+                                       for origin, requests in by_host.items()
+                                       for i in range(min(self.host_concurrency, len(requests)))])
+        pool = self._workers()
+        workers = [pool.submit(self._serve_turns, turns) for _ in range(min(self.concurrency, len(unique)))]
         results: dict[str, FetchResult] = {}
-        for host_results in self._workers().map(self._fetch_host, queues):
-            results.update((r.url, r) for r in host_results)
+        for worker in workers:
+            results.update((r.url, r) for r in worker.result())
         return results
 
     def close(self) -> None:
@@ -280,8 +284,15 @@ class Fetcher:
                 self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="fetch")
             return self._pool
 
-    def _fetch_host(self, requests: list[FetchRequest]) -> list[FetchResult]:
-        return [self.fetch(r) for r in requests]
+    def _serve_turns(self, turns: HostTurns[FetchRequest]) -> list[FetchResult]:
+        results = []
+        while (turn := turns.take()) is not None:
+            index, request = turn
+            try:
+                results.append(self.fetch(request))
+            finally:
+                turns.give_back(index)
+        return results
 
     def _accepts(self, accept_any: bool) -> Callable[[str | None], bool]:
         if accept_any:

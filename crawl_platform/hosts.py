@@ -1,7 +1,8 @@
 """Per-host politeness that adapts to how the host is doing, and the ``hosts`` table that keeps it.
 
-A host is an origin, ``scheme://host[:port]``. Inside a run the fetcher gives each host one
-worker, and :class:`HostPacer` spaces that worker's requests: at least the configured gap (or
+A host is an origin, ``scheme://host[:port]``. Inside a run the fetcher's workers serve hosts
+in the order :meth:`HostPacer.ready_at` gives (:mod:`crawl_platform.host_turns`), one request at
+a time per host, and :class:`HostPacer` spaces a host's requests: at least the configured gap (or
 the robots.txt Crawl-delay, capped), and more when the host struggles. The gap doubles on a
 ``429``/``503``, becomes twice the response latency when the host answers slowly, and decays
 back towards the configured gap while it answers fast. After
@@ -53,6 +54,7 @@ class _HostState:
     last_start: float = float("-inf")  # time.monotonic() of the latest request (or reserved slot)
     last_end: float = float("-inf")  # when the latest response (or failure) was over
     connection_failures: int = 0
+    floor_s: float = 0.0  # the Crawl-delay the latest request was given
     touched: bool = False
     in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -102,6 +104,19 @@ class HostPacer:
     def delay_s(self, origin: str) -> float:
         return self._state(origin).delay_s
 
+    def ready_at(self, origin: str) -> float:
+        """The ``time.monotonic()`` at which :meth:`turn` would let the next request to ``origin``
+        start without waiting, as things stand (with the Crawl-delay its latest request had).
+        The fetcher's workers take the host whose turn comes first, so no worker sleeps on one
+        host while another is ready."""
+        state = self._state(origin)
+        with state.lock:
+            gap = max(state.delay_s, state.floor_s)
+            allowed = self.concurrency if gap <= self.base_delay_s else 1
+            if allowed == 1 or state.in_flight >= allowed:
+                return max(state.last_start + gap, state.last_end + gap)
+            return state.last_start + gap
+
     @contextmanager
     def turn(self, origin: str, floor_s: float = 0.0) -> Iterator[None]:
         """One request to ``origin``: waits for its turn, and marks when it was over, so the next
@@ -122,6 +137,7 @@ class HostPacer:
             now = time.monotonic()
             start = max(now, state.last_start + gap, state.last_end + gap if allowed == 1 else now)
             state.last_start = start
+            state.floor_s = floor_s
             state.in_flight += 1
             state.touched = True
         if start > now:

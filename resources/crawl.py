@@ -17,7 +17,7 @@ from crawl_platform.crawl import BatchCrawler, SeedIntake
 from crawl_platform.store import CrawlStore
 
 
-class CrawlSettingsResource(ConfigurableResource):  # type: ignore[misc]
+class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself
     """The platform settings (env vars documented in the README); fields here override them."""
 
     duckdb_path: str | None = None

@@ -23,7 +23,7 @@ HANDOFF_IO_MANAGER_KEY = "crawl_handoff"
 STALE_AFTER_S = 24 * 3600  # files of runs that never landed (failed for good) go after a day
 
 
-class HandoffIOManager(ConfigurableIOManager):  # type: ignore[misc]
+class HandoffIOManager(ConfigurableIOManager):
     """Pickles between the steps of a batch run; removed after landing."""
 
     base_dir: str | None = None
@@ -46,7 +46,9 @@ class HandoffIOManager(ConfigurableIOManager):  # type: ignore[misc]
         """The pickled output, or None if it is gone: the batch landed and the handoff was
         removed, but the run was killed before Dagster recorded the step's success, so a retry
         asks for it again (the landing step then checks that the batch is in DuckDB)."""
-        path = self._path(list(context.upstream_output.get_identifier()))
+        upstream = context.upstream_output
+        assert upstream is not None  # an input of a step always has an upstream output here
+        path = self._path(list(upstream.get_identifier()))
         try:
             with path.open("rb") as fh:
                 return pickle.load(fh)  # noqa: S301 - written by this IO manager in this deployment

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pandas loads only when a check reads a frame, not in every 
     import pandas as pd
 
 
-class CrawlStoreResource(ConfigurableResource):  # type: ignore[misc]
+class CrawlStoreResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself
     """Read access to the DuckDB store for checks and schedules (short, retried connections)."""
 
     duckdb_path: str | None = None

@@ -4,6 +4,7 @@ in the ``hosts`` table across runs, and decays back when the host is healthy."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from itertools import pairwise
 
@@ -178,3 +179,22 @@ def test_two_sites_on_one_address_but_different_ports_are_fetched_side_by_side(h
         assert took < 1.0  # one origin after the other would take 1.2 s
         for site in (hostile, other):
             assert _max_in_flight(site) == 1
+
+
+def test_more_hosts_than_workers_are_fetched_side_by_side_each_at_its_own_pace():
+    # Six hosts of three pages, 0.4 s apart per host, and only two fetch workers: a worker must
+    # not sit out one host's gap while another host is ready.
+    with contextlib.ExitStack() as stack:
+        sites = [stack.enter_context(HostileSite()) for _ in range(6)]
+        urls = [site.url(f"/page/{k}") for site in sites for k in range(3)]
+        results = _fetcher(host_delay_s=0.4, concurrency=2).fetch_all(urls)
+        assert sorted(results) == sorted(urls)
+        assert all(r.status == 200 for r in results.values())
+        starts = []
+        for site in sites:
+            site.settle(0)
+            starts.append(sorted(s.started_at for s in site.requests))
+        assert all(len(s) == 3 for s in starts)
+        assert all(b - a >= 0.39 for s in starts for a, b in pairwise(s)), starts  # each host's gap holds
+        # Every host had its first page before any host had its second: the hosts' gaps overlapped.
+        assert max(s[0] for s in starts) < min(s[1] for s in starts), starts
