@@ -285,13 +285,10 @@ class Fetcher:
             return self._pool
 
     def _serve_turns(self, turns: HostTurns[FetchRequest]) -> list[FetchResult]:
-        results = []
-        while (turn := turns.take()) is not None:
-            index, request = turn
-            try:
-                results.append(self.fetch(request))
-            finally:
-                turns.give_back(index)
+        results, previous = [], None
+        while (turn := turns.take(previous)) is not None:
+            previous, request = turn
+            results.append(self.fetch(request))
         return results
 
     def _accepts(self, accept_any: bool) -> Callable[[str | None], bool]:

@@ -32,10 +32,8 @@ class ReadyClock(Protocol):
 class HostTurns(Generic[Item]):
     """Host queues handed out in order of readiness; thread-safe.
 
-    ``take()`` returns ``(queue index, item)`` (waiting until that host's turn) or None when no
-    queue is left to hand out: the worker then stops. After a request the worker calls
-    ``give_back(index)``, even if the request failed; the queue is handed out again while it
-    has items.
+    A worker calls ``take(previous)`` in a loop, passing the index it got last time (even if
+    that request failed), and stops at None. A queue is handed out again while it has items.
     """
 
     def __init__(self, clock: ReadyClock, queues: Sequence[tuple[str, Sequence[Item]]]) -> None:
@@ -49,7 +47,18 @@ class HostTurns(Generic[Item]):
                 self._heap.append((clock.ready_at(self._origins[index]), index))
         heapq.heapify(self._heap)
 
-    def take(self) -> tuple[int, Item] | None:
+    def take(self, previous: int | None = None) -> tuple[int, Item] | None:
+        """The next ``(queue index, item)``, waiting until that host's turn; None when no queue
+        is left to hand out (the worker then stops). ``previous`` is the queue the worker just
+        used, given back here: if its host may be asked again at once (no gap), the worker keeps
+        it, and with it its keep-alive connection."""
+        if previous is not None and self._items[previous]:
+            ready = self._clock.ready_at(self._origins[previous])
+            with self._changed:
+                if ready <= time.monotonic():
+                    return previous, self._items[previous].popleft()
+                heapq.heappush(self._heap, (ready, previous))
+                self._changed.notify()
         with self._changed:
             while self._heap:
                 ready, index = self._heap[0]
@@ -59,11 +68,3 @@ class HostTurns(Generic[Item]):
                     return index, self._items[index].popleft()
                 self._changed.wait(wait)  # woken early when a queue comes back with an earlier turn
             return None  # whatever is left is out with other workers, who carry on with it
-
-    def give_back(self, index: int) -> None:
-        if not self._items[index]:
-            return
-        ready = self._clock.ready_at(self._origins[index])
-        with self._changed:
-            heapq.heappush(self._heap, (ready, index))
-            self._changed.notify()

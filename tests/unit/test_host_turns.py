@@ -35,14 +35,26 @@ def test_the_host_whose_turn_comes_first_is_served_first():
 
 
 def test_a_queue_is_out_with_one_worker_at_a_time_and_comes_back_while_it_has_items():
-    turns = HostTurns(Clock(0.0), [("http://a", ["a1", "a2"])])
-    first = turns.take()
-    assert first == (0, "a1")
+    clock = Clock(0.2)
+    turns = HostTurns(clock, [("http://a", ["a1", "a2"])])
+    assert turns.take() == (0, "a1")
+    clock.taken("http://a")
     assert turns.take() is None  # the rest of a's queue is with the first worker
-    turns.give_back(0)
-    assert turns.take() == (0, "a2")
-    turns.give_back(0)
-    assert turns.take() is None
+    started = time.monotonic()
+    assert turns.take(previous=0) == (0, "a2")  # given back, and handed out at its turn
+    assert time.monotonic() - started >= 0.19
+    assert turns.take(previous=0) is None
+
+
+def test_a_worker_keeps_a_host_that_needs_no_gap_and_hands_on_one_that_does():
+    clock = Clock(0.0)
+    turns = HostTurns(clock, [("http://a", ["a1", "a2"]), ("http://b", ["b1"])])
+    assert turns.take() == (0, "a1")
+    assert turns.take(previous=0) == (0, "a2")  # a is ready at once: same worker, same connection
+    turns = HostTurns(clock, [("http://a", ["a1", "a2"]), ("http://b", ["b1"])])
+    assert turns.take() == (0, "a1")
+    clock.ready["http://a"] = time.monotonic() + 10
+    assert turns.take(previous=0) == (1, "b1")  # a must wait: the worker serves b meanwhile
 
 
 def test_many_workers_get_every_item_once_and_never_two_of_one_host_at_once():
@@ -55,7 +67,8 @@ def test_many_workers_get_every_item_once_and_never_two_of_one_host_at_once():
     lock = threading.Lock()
 
     def work() -> None:
-        while (turn := turns.take()) is not None:
+        index = None
+        while (turn := turns.take(index)) is not None:
             index, item = turn
             origin = queues[index][0]
             with lock:
@@ -67,7 +80,6 @@ def test_many_workers_get_every_item_once_and_never_two_of_one_host_at_once():
             with lock:
                 busy[origin] -= 1
             clock.taken(origin)
-            turns.give_back(index)
 
     workers = [threading.Thread(target=work) for _ in range(5)]
     for w in workers:
