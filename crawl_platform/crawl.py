@@ -25,7 +25,7 @@ from crawl_platform.messages import (
     decode_crawl_request,
     decode_frontier_url,
 )
-from crawl_platform.parser import ParsedPage, parse_html
+from crawl_platform.parser import ParsedPage, ParserEngine, parse_html
 from crawl_platform.sitemaps import discover_sitemap_urls
 from crawl_platform.store import CrawlStore
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
@@ -92,7 +92,7 @@ class PreparedBatch:
 class BatchCrawler:
     """Fetch-parse-land for one offset range of the frontier topic."""
 
-    def __init__(self, bus: KafkaBus, store: CrawlStore, fetcher: Fetcher, parser: str = "lxml") -> None:
+    def __init__(self, bus: KafkaBus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml") -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -152,15 +152,18 @@ class BatchCrawler:
         """Fetch and parse one shard (whole hosts only, so a host's politeness stays here),
         starting from what earlier runs learned about its hosts."""
         self.fetcher.prime(hosts)
-        clock = time.perf_counter()
-        results = self.fetcher.fetch_all(requests)
-        fetch_s = time.perf_counter() - clock
-        clock = time.perf_counter()
-        parsed: dict[str, ParsedPage] = {
-            url: parse_html(r.body, r.final_url, r.content_type, self.parser)  # type: ignore[arg-type]
-            for url, r in results.items() if r.is_html
-        }
-        parse_s = time.perf_counter() - clock
+        started = time.perf_counter()
+        results: dict[str, FetchResult] = {}
+        parsed: dict[str, ParsedPage] = {}
+        parse_s = 0.0
+        # Each page is parsed as it comes in, while the workers wait for the next hosts' turns.
+        for result in self.fetcher.fetch_each(requests):
+            results[result.url] = result
+            if result.is_html:
+                clock = time.perf_counter()
+                parsed[result.url] = parse_html(result.body, result.final_url, result.content_type, self.parser)
+                parse_s += time.perf_counter() - clock
+        fetch_s = time.perf_counter() - started - parse_s
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
         return ShardResult(results, parsed, learned, {"fetch": fetch_s, "parse": parse_s})
 

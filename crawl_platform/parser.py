@@ -23,6 +23,8 @@ _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*>", re.I)
 _local = threading.local()  # an lxml parser per thread: they must not be shared across threads
 _CONTROL = dict.fromkeys([*range(9), 11, 12, *range(14, 32)])  # not allowed in an lxml tree
 
+ParserEngine = Literal["lxml", "bs4"]  # CRAWL_PARSER
+
 
 @dataclass(frozen=True)
 class ParsedPage:
@@ -48,7 +50,7 @@ def _collect(base_url: str, raw_links: list[tuple[str, str]]) -> tuple[tuple[str
 
 
 def parse_html(body: bytes, base_url: str, content_type: str | None = None,
-               engine: Literal["lxml", "bs4"] = "lxml") -> ParsedPage:
+               engine: ParserEngine = "lxml") -> ParsedPage:
     """Extract title, text and links; ``base_url`` is the page's final URL (after redirects)."""
     decoded = decode_html(body, content_type)
     text = _XML_DECLARATION.sub("", decoded.text, count=1).translate(_CONTROL)
