@@ -54,6 +54,10 @@ def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurr
   class: QueuedRunCoordinator
   config:
     dequeue_interval_seconds: 1
+    # Launch queued runs side by side: a launch waits until the new run process has imported
+    # the code (seconds), so one at a time would start four runs one after another.
+    dequeue_use_threads: true
+    dequeue_num_workers: 4
 concurrency:
   runs:
     max_concurrent_runs: {max_concurrent_runs}
