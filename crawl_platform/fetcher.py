@@ -108,7 +108,8 @@ class _NoResponseError(Exception):
 
 class Fetcher:
     """HTTP client of the crawl; thread-safe. One instance per run: it holds the run's host state
-    (robots.txt, gaps) and a pool of worker threads whose keep-alive sessions serve every batch."""
+    (robots.txt, gaps), a pool of worker threads and the transport's keep-alive connections,
+    which serve every batch."""
 
     def __init__(
         self,
@@ -234,11 +235,12 @@ class Fetcher:
             worker.result()  # a worker's exception (a bug: fetch() never raises) surfaces here
 
     def close(self) -> None:
-        """Stop the worker threads (their keep-alive sessions go with them)."""
+        """Stop the worker threads and close the keep-alive connections."""
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        self.transport.close()
 
     def fetch(self, request: str | FetchRequest) -> FetchResult:
         """Fetch one URL, following redirects; never raises."""
@@ -294,7 +296,7 @@ class Fetcher:
 
     # --- internals ------------------------------------------------------------------------------
     def _workers(self) -> ThreadPoolExecutor:
-        """One pool for the fetcher's life: its threads keep their keep-alive sessions across batches."""
+        """One pool of worker threads for the fetcher's life."""
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="fetch")

@@ -51,7 +51,7 @@ class HostTurns(Generic[Item]):
         """The next ``(queue index, item)``, waiting until that host's turn; None when no queue
         is left to hand out (the worker then stops). ``previous`` is the queue the worker just
         used, given back here: if its host may be asked again at once (no gap), the worker keeps
-        it, and with it its keep-alive connection."""
+        it (no hand-over for nothing)."""
         if previous is not None and self._items[previous]:
             ready = self._clock.ready_at(self._origins[previous])
             with self._changed:

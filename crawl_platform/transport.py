@@ -15,7 +15,8 @@ is one that trying again later could cure. What it bounds:
   endless body or a gzip bomb is never held whole; a 2xx body of a type the caller does not
   accept is not read at all.
 
-Sessions are per thread (one fetch worker = one pooled keep-alive session).
+One pooled keep-alive session serves every fetch worker (urllib3's connection pools are
+thread-safe), so a host's open connection serves whichever worker asks that host next.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ def _any(_media: str | None) -> bool:
 # --- the transport --------------------------------------------------------------------------------
 
 class Transport:
-    """Sends single bounded GETs, directly or through ``proxies``; thread-safe (a session per thread)."""
+    """Sends single bounded GETs, directly or through ``proxies``; thread-safe (one shared session)."""
 
     def __init__(self, guard: NetworkGuard, connect_timeout_s: float = 5.0, read_timeout_s: float = 15.0,
                  deadline_s: float = 30.0, max_body_bytes: int = 10 * 1024 * 1024,
@@ -210,7 +211,8 @@ class Transport:
         self.deadline_s = deadline_s
         self.max_body_bytes = max_body_bytes
         self.proxies = proxies or ProxyPool(())
-        self._local = threading.local()
+        self._session_lock = threading.Lock()
+        self._shared: requests.Session | None = None
 
     def get(self, url: str, headers: Mapping[str, str], *, accepts: Callable[[str | None], bool] = _any,
             body_cap: int | None = None, truncate: bool = False) -> Response:
@@ -281,16 +283,23 @@ class Transport:
         for *_, sockaddr in infos:
             self.guard.check(host, str(sockaddr[0]))
 
+    def close(self) -> None:
+        """Close the keep-alive connections (a later request opens new ones)."""
+        with self._session_lock:
+            session, self._shared = self._shared, None
+        if session is not None:
+            session.close()
+
     def _session(self) -> requests.Session:
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            session.trust_env = False  # never route crawl traffic through an ambient proxy or .netrc
-            adapter = GuardedAdapter(self.guard)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            self._local.session = session
-        return session
+        with self._session_lock:
+            if self._shared is None:
+                session = requests.Session()
+                session.trust_env = False  # never route crawl traffic through an ambient proxy or .netrc
+                adapter = GuardedAdapter(self.guard)
+                session.mount("http://", adapter)
+                session.mount("https://", adapter)
+                self._shared = session
+            return self._shared
 
 
 def _read(resp: requests.Response, cap: int, *, strict: bool) -> bytes:
