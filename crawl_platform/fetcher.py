@@ -12,11 +12,10 @@ exchange itself is :mod:`crawl_platform.transport`; robots.txt is :mod:`crawl_pl
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -199,18 +198,10 @@ class Fetcher:
     # --- fetching -------------------------------------------------------------------------------
     def fetch_all(self, requests: Iterable[str | FetchRequest]) -> dict[str, FetchResult]:
         """Fetch every URL once (the first request for a URL wins); returns results keyed by URL."""
-        return {r.url: r for r in self.fetch_each(requests)}
-
-    def fetch_each(self, requests: Iterable[str | FetchRequest]) -> Iterator[FetchResult]:
-        """Fetch every URL once (the first request for a URL wins), yielding each result as soon
-        as it is in, in no set order: the caller parses one page while the next waits for its
-        host's turn, so politeness gaps overlap the CPU work instead of adding to it."""
         unique: dict[str, FetchRequest] = {}
         for req in requests:
             request = FetchRequest(req) if isinstance(req, str) else req
             unique.setdefault(request.url, request)
-        if not unique:
-            return
         # Grouped by origin (scheme, host and port), the unit the pacer spaces requests by.
         by_host: dict[str, list[FetchRequest]] = defaultdict(list)
         for request in unique.values():
@@ -220,19 +211,9 @@ class Fetcher:
         turns = HostTurns(self.pacer, [(origin, requests[i::self.host_concurrency])
                                        for origin, requests in by_host.items()
                                        for i in range(min(self.host_concurrency, len(requests)))])
-        delivered: queue.SimpleQueue[FetchResult | None] = queue.SimpleQueue()  # None: a worker is done
         pool = self._workers()
-        workers = [pool.submit(self._serve_turns, turns, delivered)
-                   for _ in range(min(self.concurrency, len(unique)))]
-        running = len(workers)
-        while running:
-            result = delivered.get()
-            if result is None:
-                running -= 1
-            else:
-                yield result
-        for worker in workers:
-            worker.result()  # a worker's exception (a bug: fetch() never raises) surfaces here
+        workers = [pool.submit(self._serve_turns, turns) for _ in range(min(self.concurrency, len(unique)))]
+        return {result.url: result for worker in workers for result in worker.result()}
 
     def close(self) -> None:
         """Stop the worker threads and close the keep-alive connections."""
@@ -302,14 +283,12 @@ class Fetcher:
                 self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="fetch")
             return self._pool
 
-    def _serve_turns(self, turns: HostTurns[FetchRequest], delivered: queue.SimpleQueue[FetchResult | None]) -> None:
-        try:
-            previous = None
-            while (turn := turns.take(previous)) is not None:
-                previous, request = turn
-                delivered.put(self.fetch(request))
-        finally:
-            delivered.put(None)
+    def _serve_turns(self, turns: HostTurns[FetchRequest]) -> list[FetchResult]:
+        results, previous = [], None
+        while (turn := turns.take(previous)) is not None:
+            previous, request = turn
+            results.append(self.fetch(request))
+        return results
 
     def _accepts(self, accept_any: bool) -> Callable[[str | None], bool]:
         if accept_any:

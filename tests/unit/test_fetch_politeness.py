@@ -199,13 +199,3 @@ def test_more_hosts_than_workers_are_fetched_side_by_side_each_at_its_own_pace()
         # Every host had its first page before any host had its second: the hosts' gaps overlapped.
         assert max(s[0] for s in starts) < min(s[1] for s in starts), starts
 
-
-def test_fetch_each_hands_over_a_page_while_the_next_waits_for_its_turn(hostile):
-    paths = ["/page/1", "/page/2"]
-    each = _fetcher(host_delay_s=0.5).fetch_each([hostile.url(p) for p in paths])
-    first = next(each)
-    assert first.status == 200
-    assert hostile.count("/page/2") == 0  # the caller can parse page 1 during page 2's gap
-    rest = list(each)
-    assert sorted(r.url for r in [first, *rest]) == [hostile.url(p) for p in paths]
-    assert hostile.count("/page/2") == 1
