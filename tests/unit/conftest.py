@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from crawl_platform.fetcher import Fetcher
+from crawl_platform.frontier import Frontier
 from tests.hostile_site import HostileSite
 
 
@@ -20,3 +21,9 @@ def loopback_fetcher(agent: str, **overrides: Any) -> Fetcher:
     options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
                "read_timeout_s": 5.0} | overrides
     return Fetcher(agent, **options)
+
+
+@pytest.fixture
+def frontier(store: Any, bus: Any) -> Frontier:
+    """The frontier over the test's store and broker."""
+    return Frontier(store, bus)

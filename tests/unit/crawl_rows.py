@@ -1,0 +1,56 @@
+"""Rows and pages the store and frontier tests build: crawl requests, fetch results, landed batches,
+and what the tables and the frontier topic hold afterwards."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from crawl_platform.bus import KafkaBus, OffsetRange
+from crawl_platform.fetcher import FetchResult
+from crawl_platform.landing import land_batch
+from crawl_platform.messages import CrawlRequest, FrontierURL, decode_frontier_url
+from crawl_platform.parser import parse_html
+from crawl_platform.store import CrawlStore
+
+TABLES = ("pages", "documents", "links", "batch_items")
+
+
+def crawl_request(crawl_id: str, *seeds: str, max_pages: int = 100, max_depth: int = 5,
+             scope: str = "host") -> CrawlRequest:
+    return CrawlRequest(crawl_id, seeds, max_pages, max_depth, scope, time.time())  # type: ignore[arg-type]
+
+
+def table_counts(store: CrawlStore) -> dict[str, int]:
+    return {t: store.query(f"SELECT count(*) FROM {t}")[0][0] for t in TABLES}
+
+
+def frontier_rows(store: CrawlStore, crawl_id: str) -> dict[str, tuple[int, str]]:
+    rows = store.query("SELECT url, depth, state FROM frontier WHERE crawl_id = ?", [crawl_id])
+    return {url: (depth, state) for url, depth, state in rows}
+
+
+def topic_messages(bus: KafkaBus) -> list[FrontierURL]:
+    out = []
+    for part, (low, high) in bus.watermarks(bus.frontier_topic).items():
+        if high > low:
+            out += [decode_frontier_url(r.value)
+                    for r in bus.read_range(bus.frontier_topic, OffsetRange(part, low, high))]
+    return out
+
+
+def fetch_result(url: str, body: bytes = b"", status: int | None = 200, *, error: str | None = None,
+            disallowed: bool = False, content_type: str = "text/html") -> FetchResult:
+    return FetchResult(url, url, status, content_type if status else None, body, error,
+                       datetime.now(UTC).replace(tzinfo=None), 1.0, disallowed)
+
+
+def page_html(title: str, *hrefs: str) -> bytes:
+    links = "".join(f'<a href="{h}">to {h}</a>' for h in hrefs)
+    return f"<html><head><title>{title}</title></head><body><p>{title} text</p>{links}</body></html>".encode()
+
+
+def land(store: CrawlStore, batch_id: str, items: list[FrontierURL], results: list[FetchResult]):
+    by_url = {r.url: r for r in results}
+    parsed = {r.url: parse_html(r.body, r.final_url, r.content_type) for r in results if r.is_html}
+    return land_batch(store, batch_id, items, by_url, parsed)

@@ -1,0 +1,52 @@
+"""Seed intake (crawl_platform.crawl.SeedIntake): good crawl requests registered, bad ones sent to the
+dead-letter topic with the reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crawl_platform.bus import KafkaBus, OffsetRange
+from crawl_platform.crawl import SeedIntake
+from crawl_platform.messages import encode
+from tests.unit.crawl_rows import crawl_request
+
+
+def _seed_payload(crawl_id: str, **overrides) -> bytes:
+    body = json.loads(encode(crawl_request(crawl_id, "http://a.example/")))
+    return json.dumps(body | overrides).encode()
+
+
+def _publish_seeds(bus: KafkaBus, payloads: list[bytes]) -> OffsetRange:
+    assert all(bus.publish(bus.seeds_topic, [(b"same-key", p) for p in payloads]))
+    (part,) = [p for p, (_, high) in bus.watermarks(bus.seeds_topic).items() if high]
+    return OffsetRange(part, 0, len(payloads))
+
+
+def _dead_letters(bus: KafkaBus) -> int:
+    return sum(high for _, high in bus.watermarks(bus.dead_letter_topic).values())
+
+
+def test_seed_intake_registers_good_requests_and_dead_letters_bad_ones(store, bus):
+    offsets = _publish_seeds(bus, [
+        _seed_payload("good-1"),
+        b"{not json",
+        _seed_payload("bad-seed", seeds=["ftp://files.example/"]),
+        _seed_payload("good-2"),
+    ])
+    report = SeedIntake(bus, store).register(offsets)
+    assert report.crawls == ["good-1", "good-2"]
+    assert report.dead_letters == 2
+    assert _dead_letters(bus) == 2
+    assert {r[0] for r in store.query("SELECT crawl_id FROM crawls")} == {"good-1", "good-2"}
+
+
+@pytest.mark.parametrize("override", [{"max_pages": 2**40}, {"max_depth": 2**40},
+                                      {"submitted_at": float("nan")}, {"submitted_at": 1e300}])
+def test_seed_intake_dead_letters_requests_the_store_cannot_hold(store, bus, override):
+    offsets = _publish_seeds(bus, [_seed_payload("good-1"), _seed_payload("huge", **override),
+                                   _seed_payload("good-2")])
+    report = SeedIntake(bus, store).register(offsets)
+    assert report.crawls == ["good-1", "good-2"]
+    assert report.dead_letters == 1
