@@ -8,7 +8,7 @@ from crawl_platform.messages import CrawlRequest, FrontierURL, decode_crawl_requ
 from crawl_platform.parser import ParsedPage
 from crawl_platform.submission import build_crawl_request
 from crawl_platform.urls import CrawlScope, canonicalize, trap_reason
-from tests.unit.test_store_frontier import _result as make_result
+from tests.unit.crawl_rows import fetch_result as make_result
 
 SEED = "http://shop.example/"
 
