@@ -138,9 +138,11 @@ class Fetcher:
         self.content_types = frozenset(t.lower() for t in content_types)
         self.retry = retry or RetryPolicy()
         self.max_crawl_delay_s = max_crawl_delay_s
-        self.transport = Transport(NetworkGuard(allowed_networks), connect_timeout_s, read_timeout_s,
-                                   deadline_s, max_body_bytes, ProxyPool(proxies))
         self.host_concurrency = max(1, host_concurrency)
+        # A host's requests in flight, plus its robots.txt and a redirect from another host.
+        self.transport = Transport(NetworkGuard(allowed_networks), connect_timeout_s, read_timeout_s,
+                                   deadline_s, max_body_bytes, ProxyPool(proxies),
+                                   connections_per_host=max(4, self.host_concurrency + 2))
         self.pacer = HostPacer(host_delay_s, max_delay_s=max_host_delay_s, slow_response_s=slow_response_s,
                                concurrency=self.host_concurrency)
         self.robots = RobotsCache(

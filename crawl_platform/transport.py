@@ -205,8 +205,11 @@ class Transport:
 
     def __init__(self, guard: NetworkGuard, connect_timeout_s: float = 5.0, read_timeout_s: float = 15.0,
                  deadline_s: float = 30.0, max_body_bytes: int = 10 * 1024 * 1024,
-                 proxies: ProxyPool | None = None) -> None:
+                 proxies: ProxyPool | None = None, connections_per_host: int = 4) -> None:
         self.guard = guard
+        # Keep-alive connections kept per host. Beyond it urllib3 opens extra ones and drops them
+        # with a warning, so it must cover a host's requests in flight (CRAWL_HOST_CONCURRENCY).
+        self.connections_per_host = connections_per_host
         self.timeout = (connect_timeout_s, read_timeout_s)
         self.deadline_s = deadline_s
         self.max_body_bytes = max_body_bytes
@@ -295,7 +298,7 @@ class Transport:
             if self._shared is None:
                 session = requests.Session()
                 session.trust_env = False  # never route crawl traffic through an ambient proxy or .netrc
-                adapter = GuardedAdapter(self.guard)
+                adapter = GuardedAdapter(self.guard, pool_maxsize=self.connections_per_host)
                 session.mount("http://", adapter)
                 session.mount("https://", adapter)
                 self._shared = session

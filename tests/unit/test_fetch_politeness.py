@@ -5,6 +5,7 @@ in the ``hosts`` table across runs, and decays back when the host is healthy."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from itertools import pairwise
 
@@ -149,6 +150,18 @@ def test_host_concurrency_lets_a_healthy_host_serve_that_many_requests_at_once(h
     assert all(r.status == 200 for r in results.values())
     assert _max_in_flight(hostile) == 3
     assert took < 0.9  # two rounds of three; one at a time would take 1.2 s
+
+
+def test_host_concurrency_keeps_a_connection_per_request_in_flight(hostile, caplog):
+    # One session serves every worker: its pool per host must hold all of a host's requests in
+    # flight, or urllib3 drops the extra connections (with a warning) and opens new ones.
+    urls = [hostile.url(f"/slow?ms=100&u={k}") for k in range(24)]
+    with caplog.at_level(logging.WARNING, logger="urllib3.connectionpool"):
+        results = _fetcher(host_concurrency=6).fetch_all(urls)
+    assert all(r.status == 200 for r in results.values())
+    assert _max_in_flight(hostile) == 6
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
+    assert len({s.client_port for s in hostile.requests}) <= 8  # kept alive, not reopened
 
 
 def test_host_concurrency_keeps_the_delay_between_request_starts(hostile):
