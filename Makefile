@@ -19,7 +19,7 @@ run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 test: $(STAMP)  ## set up, then run the whole test suite (and the linters)
 	$(BIN)/ruff check .
 	$(BIN)/mypy crawl_platform assets sensors resources definitions.py
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 PAGES ?= 20000
 BENCH_ARGS ?= --mode both --scrapy-concurrency 1
