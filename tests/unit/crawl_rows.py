@@ -17,7 +17,7 @@ TABLES = ("pages", "documents", "links", "batch_items")
 
 
 def crawl_request(crawl_id: str, *seeds: str, max_pages: int = 100, max_depth: int = 5,
-             scope: str = "host") -> CrawlRequest:
+                  scope: str = "host") -> CrawlRequest:
     return CrawlRequest(crawl_id, seeds, max_pages, max_depth, scope, time.time())  # type: ignore[arg-type]
 
 
@@ -40,7 +40,7 @@ def topic_messages(bus: KafkaBus) -> list[FrontierURL]:
 
 
 def fetch_result(url: str, body: bytes = b"", status: int | None = 200, *, error: str | None = None,
-            disallowed: bool = False, content_type: str = "text/html") -> FetchResult:
+                 disallowed: bool = False, content_type: str = "text/html") -> FetchResult:
     return FetchResult(url, url, status, content_type if status else None, body, error,
                        datetime.now(UTC).replace(tzinfo=None), 1.0, disallowed)
 

@@ -46,7 +46,7 @@ def test_register_is_idempotent(frontier, store, bus):
 
 def test_register_admits_no_more_seeds_than_max_pages(frontier, store):
     growth = frontier.register(crawl_request("c1", "http://a.example/1", "http://a.example/2",
-                                        "http://a.example/3", max_pages=2))
+                                             "http://a.example/3", max_pages=2))
     assert growth.admitted == 2
     assert len(frontier_rows(store, "c1")) == 2
 
