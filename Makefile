@@ -18,7 +18,7 @@ run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 
 test: $(STAMP)  ## set up, then run the whole test suite (and the linters)
 	$(BIN)/ruff check .
-	$(BIN)/mypy crawl_platform assets sensors resources definitions.py
+	$(BIN)/mypy crawl_platform crawl_platform_dagster
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 PAGES ?= 20000
@@ -32,7 +32,7 @@ bench: $(STAMP)  ## the platform against Scrapy on a generated nginx-served site
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy crawl_platform assets sensors resources definitions.py
+	$(BIN)/mypy crawl_platform crawl_platform_dagster
 
 clean:
 	rm -rf $(VENV) data

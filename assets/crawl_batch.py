@@ -1,7 +1,7 @@
 """Assets of one crawl batch: fetch-parse-land into ``pages``/``documents``/``links``, then grow ``frontier``.
 
 Each frontier batch is a dynamic partition whose key names the Kafka offset ranges it covers
-(see :mod:`crawl_platform.batching`), so materialising a partition again fetches exactly that
+(see :mod:`crawl_platform.bus.offsets`), so materialising a partition again fetches exactly that
 batch. A batch run fans out:
 
     plan_batch ──> fetch_shard (N of them, whole hosts each) ──> land_batch ──> pages/documents/links ──> frontier
@@ -9,7 +9,7 @@ batch. A batch run fans out:
 ``fetch_shard`` steps run in parallel on a distributed executor; ``land_batch`` and ``frontier``
 are the only steps that write DuckDB, and they run in the ``crawl_duckdb_writer`` concurrency
 pool (limit 1, see ``dagster.yaml``), so one writer at a time across every run. The work is the
-engine's (:class:`crawl_platform.crawl.BatchCrawler`); this module maps it onto Dagster and
+engine's (:class:`crawl_platform.pipeline.batch.BatchCrawler`); this module maps it onto Dagster and
 reports its figures as metadata.
 """
 
@@ -37,14 +37,14 @@ from dagster import (
     op,
 )
 
-from crawl_platform.batching import parse_batch_key
-from crawl_platform.bus import BatchLostError
-from crawl_platform.crawl import BatchReport, PreparedBatch, ShardResult
-from crawl_platform.fetcher import FetchRequest
-from crawl_platform.hosts import HostRecord
-from crawl_platform.stack import DUCKDB_WRITER_POOL
-from resources.crawl import CrawlSettingsResource
-from resources.handoff import HANDOFF_IO_MANAGER_KEY, discard_runs
+from crawl_platform.bus.base import BatchLostError
+from crawl_platform.bus.offsets import parse_batch_key
+from crawl_platform.fetch.fetcher import FetchRequest
+from crawl_platform.fetch.politeness import HostRecord
+from crawl_platform.pipeline.batch import BatchReport, PreparedBatch, ShardResult
+from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
+from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
+from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, discard_runs
 
 CODE_VERSION = "2"
 frontier_batches = DynamicPartitionsDefinition(name="frontier_batches")

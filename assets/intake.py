@@ -19,11 +19,11 @@ from dagster import (
 )
 from pydantic import Field
 
-from crawl_platform.bus import OffsetRange
-from crawl_platform.frontier import Frontier
-from crawl_platform.stack import DUCKDB_WRITER_POOL
-from crawl_platform.submission import build_crawl_request, submit_crawl
-from resources.crawl import CrawlSettingsResource
+from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
+from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
 
 class IntakeConfig(Config):

@@ -11,8 +11,8 @@ would cost more than it saves. ``crawl_batch_celery_job`` is the scale-out varia
 from dagster import AssetSelection, define_asset_job, in_process_executor
 from dagster_celery import celery_executor
 
-from assets.checks import quality_checks
-from assets.crawl_batch import frontier_batches
+from crawl_platform_dagster.assets.checks import quality_checks
+from crawl_platform_dagster.assets.crawl_batch import frontier_batches
 
 _BATCH_ASSETS = AssetSelection.assets("pages", "documents", "links", "frontier").without_checks()
 

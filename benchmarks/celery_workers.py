@@ -29,13 +29,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.crawl_benchmark import first_row_after  # noqa: E402
-from crawl_platform.broker import EmbeddedBroker  # noqa: E402
-from crawl_platform.config import Settings  # noqa: E402
-from crawl_platform.demo_site import DemoSite  # noqa: E402
-from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml  # noqa: E402
-from crawl_platform.store import CrawlStore  # noqa: E402
-from tests.conftest import fresh_postgres_database  # noqa: E402
+from benchmarks.crawl_benchmark import first_row_after
+from crawl_platform.bus.broker import (
+    EMBEDDED_PRODUCER_CONFIG,
+    EmbeddedBroker,
+)
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.config import Settings
+from crawl_platform.store.database import CrawlStore
+from crawl_platform_dagster.instance import write_instance_yaml
+from crawl_platform_dagster.stack import DagsterProcesses
+from tests.conftest import fresh_postgres_database
 
 BROKERS = {
     "rabbitmq": ("pyamqp://guest:guest@127.0.0.1:5672//", "rpc://"),
@@ -86,7 +90,7 @@ def load1() -> str:
 
 def start_worker(env: dict[str, str], concurrency: int, log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "worker", "--concurrency",
+        return subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "worker", "--concurrency",
                                  str(concurrency)], env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
@@ -136,7 +140,7 @@ def run_mode(args: argparse.Namespace, executor: str, n_workers: int, broker: Em
             if dagster.dead():
                 raise RuntimeError(f"the Dagster daemon exited at start; see {tmp / 'logs'}")
             started = time.monotonic()
-            crawl = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", *seeds, "--crawl-id",
+            crawl = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "crawl", *seeds, "--crawl-id",
                                       f"bench-{tag}", "--max-pages", str(10**7), "--max-depth", "100", "--wait",
                                       "--timeout", str(args.timeout)], env=env, cwd=REPO,
                                      stdout=subprocess.DEVNULL, start_new_session=True)

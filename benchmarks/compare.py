@@ -35,11 +35,11 @@ from types import FrameType
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from crawlers import CrawlResult, crawl_with_platform, crawl_with_scrapy  # noqa: E402
-from dagster_profile import CATEGORIES, RunProfile, profile_dagster_home  # noqa: E402
-from engine_profile import profile_engine  # noqa: E402
-from measure import become_subreaper, loadavg  # noqa: E402
-from static_site import measure_server_rate, serve_site  # noqa: E402
+from crawlers import CrawlResult, crawl_with_platform, crawl_with_scrapy
+from dagster_profile import CATEGORIES, RunProfile, profile_dagster_home
+from engine_profile import profile_engine
+from measure import become_subreaper, loadavg
+from static_site import measure_server_rate, serve_site
 
 
 def _stop_on_sigterm(_sig: int, _frame: FrameType | None) -> None:

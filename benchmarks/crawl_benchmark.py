@@ -26,15 +26,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from crawl_platform.batching import batch_key, plan_batches  # noqa: E402
-from crawl_platform.broker import EmbeddedBroker  # noqa: E402
-from crawl_platform.bus import KafkaBus  # noqa: E402
-from crawl_platform.config import Settings  # noqa: E402
-from crawl_platform.crawl import BatchCrawler, SeedIntake  # noqa: E402
-from crawl_platform.demo_site import DemoSite  # noqa: E402
-from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml  # noqa: E402
-from crawl_platform.store import CrawlStore  # noqa: E402
-from crawl_platform.submission import build_crawl_request, submit_crawl  # noqa: E402
+from crawl_platform.bus.broker import (
+    EMBEDDED_PRODUCER_CONFIG,
+    EmbeddedBroker,
+)
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.offsets import batch_key, plan_batches
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.config import Settings
+from crawl_platform.pipeline.batch import BatchCrawler
+from crawl_platform.pipeline.intake import SeedIntake
+from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform.store.database import CrawlStore
+from crawl_platform_dagster.instance import write_instance_yaml
+from crawl_platform_dagster.stack import DagsterProcesses
 
 
 def first_row_after(store: CrawlStore, started: float, timeout: float = 300.0) -> float:
@@ -111,7 +116,7 @@ def main() -> None:
             try:
                 time.sleep(8)  # daemon warm-up: sensors start ticking
                 started = time.monotonic()
-                proc = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", *seeds,
+                proc = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "crawl", *seeds,
                                          "--crawl-id", "bench", "--max-pages", str(10**7), "--max-depth", "100",
                                          "--wait", "--timeout", "1800"], env=env, cwd=REPO,
                                         stdout=subprocess.DEVNULL)

@@ -1,7 +1,7 @@
 """The three crawls the comparison runs against one served site, each measured the same way.
 
 - `crawl_with_platform(mode="dagster")`: the platform's embedded default as a user runs it: the
-  embedded broker, the Dagster daemon from `crawl_platform.stack` (`write_instance_yaml`,
+  embedded broker, the Dagster daemon from `crawl_platform_dagster.stack` (`write_instance_yaml`,
   `DagsterProcesses`), then `crawl-platform crawl SEED --wait`.
 - `crawl_with_platform(mode="engine")`: the same engine objects in a plain loop with no Dagster
   (`crawl_benchmark.run_engine`), in a child process so that its CPU and memory are measured like
@@ -31,15 +31,19 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(REPO), str(HERE)]
 
-from crawl_benchmark import first_row_after, run_engine  # noqa: E402
-from measure import CpuWindow, TreeSampler, children_cpu_s, loadavg, reap_and_kill_leftovers  # noqa: E402
-from static_site import ServedSite  # noqa: E402
+from crawl_benchmark import first_row_after, run_engine
+from measure import CpuWindow, TreeSampler, children_cpu_s, loadavg, reap_and_kill_leftovers
+from static_site import ServedSite
 
-from crawl_platform.broker import EmbeddedBroker  # noqa: E402
-from crawl_platform.config import Settings  # noqa: E402
-from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml  # noqa: E402
-from crawl_platform.store import CrawlStore  # noqa: E402
-from crawl_platform.urls import canonicalize  # noqa: E402
+from crawl_platform.bus.broker import (
+    EMBEDDED_PRODUCER_CONFIG,
+    EmbeddedBroker,
+)
+from crawl_platform.config import Settings
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.urls import canonicalize
+from crawl_platform_dagster.instance import write_instance_yaml
+from crawl_platform_dagster.stack import DagsterProcesses
 
 CRAWL_ID = "bench"
 DAEMON_READY_TIMEOUT_S = 90.0
@@ -205,7 +209,7 @@ def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site
         with (workdir / "cli.log").open("wb") as log:
             measured.window.start()
             started, started_wall = time.monotonic(), time.time()
-            argv = [sys.executable, "-m", "crawl_platform.cli", "crawl", site.seed, "--crawl-id", CRAWL_ID,
+            argv = [sys.executable, "-m", "crawl_platform.cli.main", "crawl", site.seed, "--crawl-id", CRAWL_ID,
                     "--max-pages", str(10**7), "--max-depth", "100", "--wait", "--timeout", str(int(timeout_s))]
             proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
             try:

@@ -21,10 +21,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from crawlers import platform_settings  # noqa: E402
-from static_site import ServedSite  # noqa: E402
+from crawlers import platform_settings
+from static_site import ServedSite
 
-from crawl_platform.broker import EmbeddedBroker  # noqa: E402
+from crawl_platform.bus.broker import EmbeddedBroker
 
 RATE_HZ = 250
 # (function, file) -> step; the innermost match on a stack wins.

@@ -23,14 +23,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from crawl_platform.fetcher import Fetcher  # noqa: E402
-from crawl_platform.hosts import origin_of  # noqa: E402
-from crawl_platform.parser import parse_html  # noqa: E402
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.politeness import origin_of
+from crawl_platform.parse.html import parse_html
 
 SERVE = """
 import json, sys, time
 sys.path.insert(0, {repo!r})
-from crawl_platform.demo_site import DemoSite
+from crawl_platform.cli.demo_site import DemoSite
 sites = [DemoSite(n_pages={pages}, seed=1 + i) for i in range({hosts})]
 servers = [site.serve().__enter__() for site in sites]
 print(json.dumps([sorted(s.expected_urls(v.base_url)) for s, v in zip(sites, servers)]), flush=True)

@@ -15,13 +15,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dagster import DagsterInstance, build_sensor_context
 
-from crawl_platform.broker import EmbeddedBroker
-from crawl_platform.bus import KafkaBus
+from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.bus.publishing import publish_frontier
 from crawl_platform.config import Settings
-from crawl_platform.messages import FrontierURL
-from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG
-from resources.crawl import CrawlSettingsResource
-from sensors.kafka import frontier_sensor
+from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
+from crawl_platform_dagster.sensors.kafka import frontier_sensor
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
         bus.ensure_topics()
         started = time.monotonic()
         urls = [FrontierURL("bench", f"http://host{i % 500}.example/p{i}", 1) for i in range(args.pending)]
-        assert all(bus.publish_frontier(urls))
+        assert all(publish_frontier(bus, urls))
         produce_s = time.monotonic() - started
         cursor, ticks = None, []
         for _ in range(3):

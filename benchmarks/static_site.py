@@ -9,7 +9,7 @@ BFS over its own graph. `NginxServer` serves that directory with Debian's nginx 
 foreground process on 127.0.0.1:<free port> (config, pid, logs and temp files in a temp directory),
 so the server is never the bottleneck; `measure_server_rate` shows its requests/s with a short,
 bounded `wrk` run. When nginx is not installed, `serve_site` falls back to the project's
-`crawl_platform.demo_site` server (a DemoSite with as many pages and links), and says so.
+`crawl_platform.cli.demo_site` server (a DemoSite with as many pages and links), and says so.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
-from crawl_platform.demo_site import DemoSite, SiteServer
+from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.urls import canonicalize
 
 HERE = Path(__file__).resolve().parent

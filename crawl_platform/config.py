@@ -244,15 +244,6 @@ class Settings(BaseSettings):
             return self.fetch_shards
         return 4 if self.executor == "celery" else 1
 
-    def celery_run_config(self) -> dict[str, object]:
-        """Executor run config of the Celery job: a lost worker's task goes to another worker."""
-        return {"execution": {"config": {
-            "broker": self.celery_broker,
-            "backend": self.celery_backend,
-            "config_source": {"task_acks_late": True, "task_reject_on_worker_lost": True,
-                              "worker_prefetch_multiplier": 1, "task_default_queue": self.celery_queue},
-        }}}
-
     def kafka_config(self) -> dict[str, str]:
         """librdkafka base configuration shared by producers, consumers and admin clients."""
         return {"bootstrap.servers": self.kafka_bootstrap_servers, **self.kafka_client_config}

@@ -11,10 +11,11 @@ from typing import Any
 
 from dagster import ConfigurableResource
 
-from crawl_platform.bus import KafkaBus
+from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.config import Settings
-from crawl_platform.crawl import BatchCrawler, SeedIntake
-from crawl_platform.store import CrawlStore
+from crawl_platform.pipeline.batch import BatchCrawler
+from crawl_platform.pipeline.intake import SeedIntake
+from crawl_platform.store.database import CrawlStore
 
 
 class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself

@@ -1,6 +1,6 @@
 """Dagster resource for reading the DuckDB crawl store (asset checks, schedules, sensors).
 
-Opens the file briefly and read-only through :class:`crawl_platform.store.CrawlStore`, which
+Opens the file briefly and read-only through :class:`crawl_platform.store.database.CrawlStore`, which
 waits while a writer in another process holds it.
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from dagster import ConfigurableResource
 
 from crawl_platform.config import Settings
-from crawl_platform.store import CrawlStore
+from crawl_platform.store.database import CrawlStore
 
 if TYPE_CHECKING:  # pandas loads only when a check reads a frame, not in every run process
     import pandas as pd

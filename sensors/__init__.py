@@ -1,0 +1,1 @@
+"""Dagster sensors and schedules: Kafka topics and landed batches turned into runs."""

@@ -1,7 +1,7 @@
 """Sensors that turn new offsets on the Kafka seeds and frontier topics into runs.
 
 Each tick reads only watermarks (no messages), plans offset-range batches with
-:func:`crawl_platform.batching.plan_batches` and keeps per-partition offsets in its cursor, so a
+:func:`crawl_platform.bus.offsets.plan_batches` and keeps per-partition offsets in its cursor, so a
 tick takes milliseconds whatever the backlog. The frontier sensor stops adding runs while the run
 queue is full, and when the broker lost its log it recreates the topics and asks for every
 pending URL to be published again.
@@ -21,9 +21,9 @@ from dagster import (
     sensor,
 )
 
-from assets.crawl_batch import frontier_batches
-from assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
-from crawl_platform.batching import (
+from crawl_platform.bus.base import BusError
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.offsets import (
     Batch,
     batch_key,
     cursor_topic_id,
@@ -32,12 +32,13 @@ from crawl_platform.batching import (
     partitions_of,
     plan_batches,
 )
-from crawl_platform.bus import BusError, KafkaBus
 from crawl_platform.config import Settings
-from crawl_platform.frontier import Frontier
-from crawl_platform.stack import PARTITION_TAG_PREFIX
-from crawl_platform.store import CrawlStore, StoreBusyError
-from resources.crawl import CrawlSettingsResource
+from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.store.database import CrawlStore, StoreBusyError
+from crawl_platform_dagster.assets.crawl_batch import frontier_batches
+from crawl_platform_dagster.assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
+from crawl_platform_dagster.instance import PARTITION_TAG_PREFIX, celery_run_config
+from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
 
 class TopicState(NamedTuple):
@@ -120,7 +121,7 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     watermarks, cursor, epoch = topic.watermarks, topic.cursor, topic.epoch
     celery = settings.executor == "celery"
     batch_job = crawl_batch_celery_job if celery else crawl_batch_job
-    run_config: dict[str, object] = settings.celery_run_config() if celery else {}
+    run_config: dict[str, object] = celery_run_config(settings) if celery else {}
     waiting = context.instance.get_runs_count(RunsFilter(job_name=batch_job.name, statuses=_WAITING))
     room = max(0, settings.max_queued_runs - waiting)
     plan = plan_batches(watermarks, cursor, settings.partition_batch_size(), min(room, settings.max_runs_per_tick),

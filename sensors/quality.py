@@ -18,8 +18,8 @@ from dagster import (
     sensor,
 )
 
-from assets.jobs import crawl_quality_job
-from sensors.kafka import ACTIVE_RUN_STATUSES
+from crawl_platform_dagster.assets.jobs import crawl_quality_job
+from crawl_platform_dagster.sensors.kafka import ACTIVE_RUN_STATUSES
 
 MAX_BATCHES_PER_RUN = 500
 

@@ -2,14 +2,14 @@
 
 Turn it on in the UI (Automation → recrawl_daily). Each tick submits, through the Launchpad job,
 one new crawl per family with the id ``<base>@<YYYYMMDD>``; the plan is the engine's
-(:func:`crawl_platform.recrawl.plan_recrawls`).
+(:func:`crawl_platform.pipeline.recrawl.plan_recrawls`).
 """
 
 from dagster import DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
-from assets.intake import submit_crawl_job
-from crawl_platform.recrawl import plan_recrawls
-from resources.store import CrawlStoreResource
+from crawl_platform.pipeline.recrawl import plan_recrawls
+from crawl_platform_dagster.assets.intake import submit_crawl_job
+from crawl_platform_dagster.resources.store import CrawlStoreResource
 
 
 @schedule(job=submit_crawl_job, cron_schedule="0 3 * * *", execution_timezone="UTC",

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from crawl_platform.broker import EmbeddedBroker
-from crawl_platform.bus import KafkaBus
+from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
-from crawl_platform.demo_site import DemoSite, SiteServer
-from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG
-from crawl_platform.store import CrawlStore
+from crawl_platform.store.database import CrawlStore
 
 POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 

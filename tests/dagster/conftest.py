@@ -3,9 +3,9 @@
 import pytest
 from dagster import DagsterInstance
 
-from resources.crawl import CrawlSettingsResource
-from resources.handoff import HANDOFF_IO_MANAGER_KEY, HandoffIOManager
-from resources.store import CrawlStoreResource
+from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
+from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, HandoffIOManager
+from crawl_platform_dagster.resources.store import CrawlStoreResource
 
 RESOURCES = {"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource(),
              HANDOFF_IO_MANAGER_KEY: HandoffIOManager()}

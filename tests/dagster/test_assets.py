@@ -3,14 +3,14 @@
 import pytest
 from dagster import Failure, build_op_context, materialize
 
-from assets.checks import quality_checks
-from assets.crawl_batch import crawl_batch, frontier, land_batch
-from assets.intake import crawls, submit_crawl_job
-from crawl_platform.batching import batch_key, parse_batch_key, plan_batches
-from crawl_platform.demo_site import DemoSite
-from crawl_platform.messages import decode_crawl_request
-from crawl_platform.submission import build_crawl_request, submit_crawl
-from resources.crawl import CrawlSettingsResource
+from crawl_platform.bus.messages import decode_crawl_request
+from crawl_platform.bus.offsets import batch_key, parse_batch_key, plan_batches
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform_dagster.assets.checks import quality_checks
+from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier, land_batch
+from crawl_platform_dagster.assets.intake import crawls, submit_crawl_job
+from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from tests.dagster.conftest import RESOURCES
 
 

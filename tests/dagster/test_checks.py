@@ -1,6 +1,6 @@
 """Tests of the Dagster asset checks in assets/checks.py, run through Dagster for real.
 
-A DuckDB file built from crawl_platform/schema.sql holds two batches, one clean and one with
+A DuckDB file built from crawl_platform/store/schema.sql holds two batches, one clean and one with
 broken rows. A no-op stand-in for the partitioned crawl multi-asset (same asset keys, same
 DynamicPartitionsDefinition name as assets/crawl_batch.py) is materialized together with the
 checks for one partition at a time, and the checks must judge only that batch's rows.
@@ -33,11 +33,11 @@ from dagster import (
     multi_asset,
 )
 
-from assets.checks import STORE_RESOURCE_KEY, documents_quality, pages_quality, quality_checks
-from resources.store import CrawlStoreResource
+from crawl_platform_dagster.assets.checks import STORE_RESOURCE_KEY, documents_quality, pages_quality, quality_checks
+from crawl_platform_dagster.resources.store import CrawlStoreResource
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = REPO_ROOT / "crawl_platform" / "schema.sql"
+SCHEMA = REPO_ROOT / "crawl_platform" / "store" / "schema.sql"
 GOOD, BAD = "batch-good", "batch-bad"
 
 frontier_batches = DynamicPartitionsDefinition(name="frontier_batches")

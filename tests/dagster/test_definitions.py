@@ -2,7 +2,7 @@
 
 from dagster import AssetKey
 
-from definitions import defs
+from crawl_platform_dagster.definitions import defs
 
 
 def test_definitions_load_with_every_part():

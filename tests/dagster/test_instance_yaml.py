@@ -6,7 +6,7 @@ from pathlib import Path
 from dagster import DagsterInstance
 from dagster._core.instance.config import dagster_instance_config
 
-from crawl_platform.stack import write_instance_yaml
+from crawl_platform_dagster.instance import write_instance_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,12 +2,12 @@
 
 from dagster import SensorResult, build_sensor_context, materialize
 
-from assets.crawl_batch import crawl_batch, frontier
-from assets.intake import crawls
-from crawl_platform.batching import batch_key, plan_batches
-from crawl_platform.submission import build_crawl_request, submit_crawl
-from definitions import defs
-from sensors.quality import quality_sensor
+from crawl_platform.bus.offsets import batch_key, plan_batches
+from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier
+from crawl_platform_dagster.assets.intake import crawls
+from crawl_platform_dagster.definitions import defs
+from crawl_platform_dagster.sensors.quality import quality_sensor
 from tests.dagster.conftest import RESOURCES
 
 

@@ -4,10 +4,10 @@ import datetime
 
 from dagster import build_schedule_context
 
-from crawl_platform.frontier import Frontier
-from crawl_platform.submission import build_crawl_request
-from resources.store import CrawlStoreResource
-from sensors.schedules import recrawl_daily
+from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.submission import build_crawl_request
+from crawl_platform_dagster.resources.store import CrawlStoreResource
+from crawl_platform_dagster.sensors.schedules import recrawl_daily
 
 
 def test_recrawl_schedule_submits_each_crawl_family_once_per_day(crawl_env, store, bus):

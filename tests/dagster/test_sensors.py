@@ -6,14 +6,14 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, build_sensor_context, validate_run_config
 from dagster._core.test_utils import create_run_for_test
 
-from crawl_platform.batching import batch_key, decode_cursor, parse_batch_key
-from crawl_platform.bus import OffsetRange
-from crawl_platform.frontier import Frontier
-from crawl_platform.messages import FrontierURL
-from crawl_platform.submission import build_crawl_request, submit_crawl
-from definitions import defs
-from resources.crawl import CrawlSettingsResource
-from sensors.kafka import frontier_sensor, seeds_sensor
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.bus.offsets import OffsetRange, batch_key, decode_cursor, parse_batch_key
+from crawl_platform.bus.publishing import publish_frontier
+from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform_dagster.definitions import defs
+from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
+from crawl_platform_dagster.sensors.kafka import frontier_sensor, seeds_sensor
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def _tick(sensor, instance, cursor=None) -> SensorResult:
 
 def test_frontier_sensor_cuts_batches_and_keeps_offsets(crawl_env, bus, instance):
     host_urls = [FrontierURL("c1", f"http://127.0.0.1:9/p{i}", 1) for i in range(120)]
-    assert all(bus.publish_frontier(host_urls))
+    assert all(publish_frontier(bus, host_urls))
     first = _tick(frontier_sensor, instance)
     partition = next(p for p, (_lo, hi) in bus.watermarks(crawl_env.frontier_topic).items() if hi)
     expected = [OffsetRange(partition, 0, 50), OffsetRange(partition, 50, 100), OffsetRange(partition, 100, 120)]
@@ -50,13 +50,13 @@ def test_frontier_sensor_cuts_batches_and_keeps_offsets(crawl_env, bus, instance
     assert not quiet.run_requests
     assert quiet.skip_reason
 
-    assert all(bus.publish_frontier(host_urls[:5]))
+    assert all(publish_frontier(bus, host_urls[:5]))
     more = _tick(frontier_sensor, instance, first.cursor)
     assert [r.partition_key for r in more.run_requests] == [batch_key(0, OffsetRange(partition, 120, 125))]
 
 
 def test_frontier_sensor_detects_a_broker_that_lost_its_log(crawl_env, bus, instance):
-    assert all(bus.publish_frontier([FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    assert all(publish_frontier(bus, [FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
     # A cursor far beyond the high watermark is what a restarted, memory-only broker looks like.
     lost_cursor = json.dumps({"epoch": 0, "offsets": {str(p): 1000 for p in range(crawl_env.topic_partitions)}})
     result = _tick(frontier_sensor, instance, lost_cursor)
@@ -72,7 +72,7 @@ def test_frontier_sensor_holds_back_while_the_run_queue_is_full(crawl_env, bus, 
     monkeypatch.setenv("CRAWL_MAX_QUEUED_RUNS", "1")
 
     create_run_for_test(instance, job_name="crawl_batch_job", status=DagsterRunStatus.NOT_STARTED)
-    assert all(bus.publish_frontier([FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    assert all(publish_frontier(bus, [FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
     result = _tick(frontier_sensor, instance)
     assert not result.run_requests
     assert "queue full" in result.skip_reason.skip_message
@@ -89,7 +89,7 @@ def test_seeds_sensor_requests_one_intake_run_per_tick(crawl_env, bus, instance)
 
 
 def test_frontier_sensor_run_config_is_valid_for_the_batch_job(crawl_env, bus, instance):
-    assert all(bus.publish_frontier([FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    assert all(publish_frontier(bus, [FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
     (request,) = _tick(frontier_sensor, instance).run_requests
     job = defs.resolve_job_def("crawl_batch_job")
     assert validate_run_config(job, request.run_config)
@@ -98,7 +98,7 @@ def test_frontier_sensor_run_config_is_valid_for_the_batch_job(crawl_env, bus, i
 def test_a_batch_spans_the_partitions_of_one_group_and_is_tagged_per_partition(crawl_env, bus, instance, monkeypatch):
     monkeypatch.setenv("CRAWL_BATCH_GROUPS", "2")
     urls = [FrontierURL("c1", f"http://h{h}.test:9/p{i}", 1) for h in range(24) for i in range(3)]
-    assert all(bus.publish_frontier(urls))
+    assert all(publish_frontier(bus, urls))
     watermarks = bus.watermarks(crawl_env.frontier_topic)
     busy = sorted(p for p, (_lo, hi) in watermarks.items() if hi)
     assert len(busy) == crawl_env.topic_partitions  # 24 hosts fill every one of the 4 partitions
@@ -115,14 +115,14 @@ def test_a_batch_spans_the_partitions_of_one_group_and_is_tagged_per_partition(c
 
 def test_celery_executor_fans_each_batch_out_into_four_shards(crawl_env, bus, instance, monkeypatch):
     monkeypatch.setenv("CRAWL_EXECUTOR", "celery")
-    assert all(bus.publish_frontier([FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    assert all(publish_frontier(bus, [FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
     (request,) = _tick(frontier_sensor, instance).run_requests
     assert request.job_name == "crawl_batch_celery_job"
     assert request.run_config["ops"]["crawl_batch"]["ops"]["plan_batch"]["config"]["shards"] == 4
 
 
 def test_frontier_sensor_notices_a_recreated_topic_even_if_new_messages_refilled_the_offsets(crawl_env, bus, instance):
-    assert all(bus.publish_frontier([FrontierURL("c1", f"http://127.0.0.1:9/p{i}", 1) for i in range(3)]))
+    assert all(publish_frontier(bus, [FrontierURL("c1", f"http://127.0.0.1:9/p{i}", 1) for i in range(3)]))
     first = _tick(frontier_sensor, instance)
     assert json.loads(first.cursor)["topic_id"] == bus.topic_id(crawl_env.frontier_topic)
     # The same offsets, but the cursor was written for another incarnation of the topic (a broker

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG
+from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
-from crawl_platform.demo_site import DemoSite, SiteServer
-from crawl_platform.stack import EMBEDDED_PRODUCER_CONFIG, DagsterProcesses, write_instance_yaml
-from crawl_platform.store import CrawlStore
+from crawl_platform.store.database import CrawlStore
+from crawl_platform_dagster.instance import write_instance_yaml
+from crawl_platform_dagster.stack import DagsterProcesses
 from tests.conftest import fresh_postgres_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +61,7 @@ def start_platform(broker, tmp_path_factory):
 
 def cli(env, *args, timeout=400):
     """Run the crawl-platform command line as a user would."""
-    return subprocess.run([sys.executable, "-m", "crawl_platform.cli", *args], env=env, cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "crawl_platform.cli.main", *args], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 

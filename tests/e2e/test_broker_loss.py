@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from crawl_platform.broker import EmbeddedBroker, free_port
-from crawl_platform.store import CrawlStore
+from crawl_platform.bus.broker import EmbeddedBroker, free_port
+from crawl_platform.store.database import CrawlStore
 from tests.e2e.conftest import REPO, Sites, assert_landed_exactly_once
 
 pytestmark = pytest.mark.e2e
@@ -24,7 +24,7 @@ def test_crawl_survives_a_broker_restart_that_lost_everything(start_platform, tm
         store = CrawlStore.from_settings(settings)
         with Sites(total_pages=1000, hosts=4, seed=9) as sites:
             waiter = subprocess.Popen(
-                [sys.executable, "-m", "crawl_platform.cli", "crawl", *sites.seeds, "--crawl-id", "lossy",
+                [sys.executable, "-m", "crawl_platform.cli.main", "crawl", *sites.seeds, "--crawl-id", "lossy",
                  "--wait", "--timeout", "500"], env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
             deadline = time.monotonic() + 180
             while time.monotonic() < deadline:

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from crawl_platform.demo_site import DemoSite
-from crawl_platform.store import CrawlStore
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.store.database import CrawlStore
 from tests.e2e.conftest import REPO, cli
 
 pytestmark = pytest.mark.e2e
@@ -27,7 +27,7 @@ def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platfo
     settings, env = start_platform(executor="celery", celery_broker=broker_url, celery_backend=backend,
                                    host_delay_ms=0, batch_size=100)
     log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - closed below
-    worker = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "worker", "--concurrency", "2"],
+    worker = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "worker", "--concurrency", "2"],
                               env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         time.sleep(5)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from crawl_platform.store import CrawlStore
+from crawl_platform.store.database import CrawlStore
 from tests.e2e.conftest import REPO, Sites, assert_landed_exactly_once
 
 pytestmark = pytest.mark.e2e
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.e2e
 
 def _worker(env, log_path):
     log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the worker
-    return subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "worker", "--concurrency", "1"],
+    return subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "worker", "--concurrency", "1"],
                             env=env, cwd=REPO, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -38,7 +38,7 @@ def test_a_killed_celery_worker_costs_a_retry_not_pages(start_platform, tmp_path
     try:
         time.sleep(5)
         with Sites(total_pages=1000, hosts=4, seed=21) as sites:
-            waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", *sites.seeds,
+            waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "crawl", *sites.seeds,
                                        "--crawl-id", "celery-kill", "--wait", "--timeout", "500"],
                                       env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
             deadline = time.monotonic() + 180

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from crawl_platform.bus import KafkaBus, OffsetRange
-from crawl_platform.demo_site import DemoSite
-from crawl_platform.messages import decode_dead_letter
-from crawl_platform.store import CrawlStore
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import decode_dead_letter
+from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.store.database import CrawlStore
 from tests.e2e.conftest import cli
 
 pytestmark = pytest.mark.e2e

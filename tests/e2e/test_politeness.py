@@ -5,7 +5,7 @@ from itertools import pairwise
 
 import pytest
 
-from crawl_platform.demo_site import DemoSite
+from crawl_platform.cli.demo_site import DemoSite
 from tests.e2e.conftest import cli
 
 pytestmark = pytest.mark.e2e

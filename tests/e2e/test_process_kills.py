@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from crawl_platform.stack import DagsterProcesses, instance_processes
-from crawl_platform.store import CrawlStore
+from crawl_platform.store.database import CrawlStore
+from crawl_platform_dagster.stack import DagsterProcesses, instance_processes
 from tests.e2e.conftest import REPO, Sites, assert_landed_exactly_once
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +29,7 @@ def test_killed_run_worker_and_daemon_cost_time_not_pages(start_platform, tmp_pa
                                             run_timeout_s=30)
     store = CrawlStore.from_settings(settings)
     with Sites(total_pages=1000, hosts=4, seed=13) as sites:
-        waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "crawl", *sites.seeds,
+        waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "crawl", *sites.seeds,
                                    "--crawl-id", "killed", "--wait", "--timeout", "500"],
                                   env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from crawl_platform.broker import free_port, port_open
+from crawl_platform.bus.broker import free_port, port_open
 from tests.e2e.conftest import REPO
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +29,7 @@ def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "CRAWL_", "DAGSTER_"))}
     env |= {"DAGSTER_HOME": str(tmp_path / "home"), "CRAWL_DUCKDB_PATH": str(tmp_path / "crawl.duckdb"),
             "CRAWL_HOST_DELAY_MS": "0"}
-    up = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli", "up", "--port", str(ui_port),
+    up = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "up", "--port", str(ui_port),
                            "--broker-port", str(broker_port), "--demo-pages", "40"],
                           env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -47,7 +47,7 @@ def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
         assert port_open("127.0.0.1", ui_port)
         status_env = {**env, "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker_port}"}
         while time.monotonic() < deadline:
-            status = subprocess.run([sys.executable, "-m", "crawl_platform.cli", "status", "--crawl-id", crawl_id],
+            status = subprocess.run([sys.executable, "-m", "crawl_platform.cli.main", "status", "--crawl-id", crawl_id],
                                     env=status_env, cwd=REPO, capture_output=True, text=True, check=False)
             cells = [c.strip() for c in status.stdout.split("│") if c.strip()]
             if status.returncode == 0 and crawl_id in cells and cells[cells.index(crawl_id) + 1] == "0":

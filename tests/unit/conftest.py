@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from crawl_platform.fetcher import Fetcher
-from crawl_platform.frontier import Frontier
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.frontier.frontier import Frontier
 from tests.hostile_site import HostileSite
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from crawl_platform.bus import KafkaBus, OffsetRange
-from crawl_platform.fetcher import FetchResult
-from crawl_platform.landing import land_batch
-from crawl_platform.messages import CrawlRequest, FrontierURL, decode_frontier_url
-from crawl_platform.parser import parse_html
-from crawl_platform.store import CrawlStore
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import CrawlRequest, FrontierURL, decode_frontier_url
+from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.fetch.fetcher import FetchResult
+from crawl_platform.parse.html import parse_html
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.landing import land_batch
 
 TABLES = ("pages", "documents", "links", "batch_items")
 

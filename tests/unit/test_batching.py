@@ -1,10 +1,11 @@
-"""Cutting a topic's backlog into batches (crawl_platform.batching) and the keys that name them."""
+"""Cutting a topic's backlog into batches (crawl_platform.bus.offsets) and the keys that name them."""
 
 from __future__ import annotations
 
 import pytest
 
-from crawl_platform.batching import (
+from crawl_platform.bus.offsets import (
+    OffsetRange,
     batch_key,
     decode_cursor,
     encode_cursor,
@@ -12,7 +13,6 @@ from crawl_platform.batching import (
     partitions_of,
     plan_batches,
 )
-from crawl_platform.bus import OffsetRange
 from crawl_platform.config import Settings
 
 

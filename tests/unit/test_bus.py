@@ -1,11 +1,14 @@
-"""The Kafka transport (crawl_platform.bus) against the real embedded broker."""
+"""The Kafka transport (crawl_platform.bus.kafka) against the real embedded broker."""
 
 from __future__ import annotations
 
 import pytest
 
-from crawl_platform.bus import BusError, KafkaBus, OffsetRange
-from crawl_platform.messages import DeadLetter, FrontierURL, decode_dead_letter, decode_frontier_url
+from crawl_platform.bus.base import BusError
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import DeadLetter, FrontierURL, decode_dead_letter, decode_frontier_url
+from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.bus.publishing import publish_dead_letters, publish_frontier
 
 
 def _all_frontier(bus: KafkaBus) -> dict[int, list[FrontierURL]]:
@@ -35,7 +38,7 @@ def test_ensure_topics_creates_then_is_idempotent(settings):
 def test_publish_frontier_keeps_each_host_in_one_partition(bus):
     hosts = [f"h{i}.example" for i in range(8)] + ["127.0.0.1:8080", "127.0.0.1:8081"]
     urls = [FrontierURL("c", f"http://{host}/page/{k}", 1) for k in range(5) for host in hosts]
-    assert bus.publish_frontier(urls) == [True] * len(urls)
+    assert publish_frontier(bus, urls) == [True] * len(urls)
 
     by_partition = _all_frontier(bus)
     partitions_of_host: dict[str, set[int]] = {}
@@ -57,7 +60,7 @@ def test_publish_frontier_keeps_each_host_in_one_partition(bus):
 
 def test_read_range_returns_exactly_the_range_in_order(bus):
     urls = [FrontierURL("c", f"http://one.example/{k}", 0) for k in range(12)]
-    assert all(bus.publish_frontier(urls))
+    assert all(publish_frontier(bus, urls))
     (part,) = [p for p, (_, high) in bus.watermarks(bus.frontier_topic).items() if high]
 
     records = bus.read_range(bus.frontier_topic, OffsetRange(part, 3, 8))
@@ -70,7 +73,7 @@ def test_read_range_returns_exactly_the_range_in_order(bus):
 
 
 def test_read_range_beyond_the_high_watermark_raises(bus):
-    assert all(bus.publish_frontier([FrontierURL("c", "http://one.example/", 0)]))
+    assert all(publish_frontier(bus, [FrontierURL("c", "http://one.example/", 0)]))
     (part,) = [p for p, (_, high) in bus.watermarks(bus.frontier_topic).items() if high]
     with pytest.raises(BusError) as caught:
         bus.read_range(bus.frontier_topic, OffsetRange(part, 0, 5))
@@ -84,7 +87,7 @@ def test_dead_letters_are_decodable_records(bus):
         DeadLetter.for_payload("not JSON: x", bus.frontier_topic, 2, 17, b"{garbage"),
         DeadLetter.for_payload("unknown crawl 'c9'", bus.frontier_topic, 0, -1, b"http://x.example/"),
     ]
-    assert bus.dead_letter(letters) == [True, True]
+    assert publish_dead_letters(bus, letters) == [True, True]
     found = []
     for part, (low, high) in bus.watermarks(bus.dead_letter_topic).items():
         if high > low:

@@ -1,4 +1,4 @@
-"""The ``crawl-platform`` command line (crawl_platform.cli), run as a real subprocess.
+"""The ``crawl-platform`` command line (crawl_platform.cli.main), run as a real subprocess.
 
 Its contract: a user mistake prints one line to stderr and exits 2, an unreachable broker or busy
 store prints one line and exits 1, never a traceback; nothing is enqueued when any seed is bad.
@@ -15,18 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from crawl_platform.broker import free_port
-from crawl_platform.bus import KafkaBus, OffsetRange
+from crawl_platform.bus.broker import free_port
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import CrawlRequest, decode_crawl_request
+from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.config import Settings
-from crawl_platform.frontier import Frontier
-from crawl_platform.messages import CrawlRequest, decode_crawl_request
+from crawl_platform.frontier.frontier import Frontier
 
 
 def _cli(settings: Settings, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
          timeout: float = 60) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     return subprocess.run(
-        [sys.executable, "-m", "crawl_platform.cli", *args],
+        [sys.executable, "-m", "crawl_platform.cli.main", *args],
         env={**base, **settings.to_env(), **(env or {})},
         cwd=cwd or settings.duckdb_path.parent,
         capture_output=True, text=True, timeout=timeout, check=False,

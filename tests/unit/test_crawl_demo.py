@@ -1,16 +1,16 @@
-"""A whole crawl of the demo site at engine level (crawl_platform.crawl, no Dagster): exactly the
+"""A whole crawl of the demo site at engine level (crawl_platform.pipeline.batch, no Dagster): exactly the
 expected pages land once, and max pages holds."""
 
 from __future__ import annotations
 
 import time
 
-from crawl_platform.batching import batch_key, plan_batches
-from crawl_platform.crawl import BatchCrawler
-from crawl_platform.demo_site import DemoSite
-from crawl_platform.fetcher import Fetcher
-from crawl_platform.frontier import Frontier
-from crawl_platform.messages import CrawlRequest
+from crawl_platform.bus.messages import CrawlRequest
+from crawl_platform.bus.offsets import batch_key, plan_batches
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.batch import BatchCrawler
 from tests.unit.crawl_rows import crawl_request, frontier_rows
 
 

@@ -1,4 +1,4 @@
-"""Tests of the generated demo site and its loopback server (crawl_platform.demo_site)."""
+"""Tests of the generated demo site and its loopback server (crawl_platform.cli.demo_site)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from urllib.robotparser import RobotFileParser
 import pytest
 import requests
 
-from crawl_platform.demo_site import DemoSite, SiteServer
+from crawl_platform.cli.demo_site import DemoSite, SiteServer
 
 
 @pytest.fixture(scope="module")

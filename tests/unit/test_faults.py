@@ -6,12 +6,13 @@ import sys
 import textwrap
 from urllib.parse import urlsplit
 
-from crawl_platform.batching import batch_key, parse_batch_key, plan_batches
-from crawl_platform.crawl import BatchCrawler
-from crawl_platform.demo_site import DemoSite
-from crawl_platform.frontier import Frontier
-from crawl_platform.messages import FrontierURL
-from crawl_platform.submission import build_crawl_request
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.bus.offsets import batch_key, parse_batch_key, plan_batches
+from crawl_platform.bus.publishing import publish_frontier
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.batch import BatchCrawler
+from crawl_platform.pipeline.submission import build_crawl_request
 
 
 def _batches(bus, topic, cursor):
@@ -23,7 +24,7 @@ def test_the_same_frontier_message_twice_lands_and_fetches_once(settings, bus, s
     frontier = Frontier(store, bus)
     frontier.register(build_crawl_request([site.base_url + "/page/2"], crawl_id="dup", max_depth=0))
     duplicate = FrontierURL("dup", site.base_url + "/page/2", 0)
-    assert all(bus.publish_frontier([duplicate]))  # the broker delivers it a second time
+    assert all(publish_frontier(bus, [duplicate]))  # the broker delivers it a second time
     crawler = BatchCrawler.from_settings(settings)
     cursor: dict[int, int] = {}
     ranges, cursor = _batches(bus, settings.frontier_topic, cursor)
@@ -31,7 +32,7 @@ def test_the_same_frontier_message_twice_lands_and_fetches_once(settings, bus, s
     assert first.end - first.start == 2  # both copies in one batch
     crawler.fetch_and_land("e0." + first.key, first, refetch_done=False)
     crawler.expand("e0." + first.key)
-    assert all(bus.publish_frontier([duplicate]))  # ...and once more, after it was fetched
+    assert all(publish_frontier(bus, [duplicate]))  # ...and once more, after it was fetched
     (second,), cursor = _batches(bus, settings.frontier_topic, cursor)
     report = crawler.fetch_and_land("e0." + second.key, second, refetch_done=False)
     crawler.expand("e0." + second.key)
@@ -44,9 +45,9 @@ def test_the_same_frontier_message_twice_lands_and_fetches_once(settings, bus, s
 KILL_MID_LANDING = textwrap.dedent("""
     import os, signal, sys
     from crawl_platform.config import Settings
-    from crawl_platform.crawl import BatchCrawler
-    from crawl_platform.batching import parse_batch_key
-    from crawl_platform import store as store_module
+    from crawl_platform.pipeline.batch import BatchCrawler
+    from crawl_platform.bus.offsets import parse_batch_key
+    from crawl_platform.store import database as store_module
 
     real_write = store_module.CrawlStore.write
 

@@ -1,4 +1,4 @@
-"""What the hostile site's pages look like once landed (fetcher -> parser -> crawl_platform.landing):
+"""What the hostile site's pages look like once landed (fetcher -> parser -> crawl_platform.store.landing):
 readable text and the charset for awkward encodings, malformed HTML, failures as rows with their
 error, non-HTML recorded but not parsed, the redirect chain, and the hosts learned."""
 
@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from crawl_platform.fetcher import Fetcher, FetchResult
-from crawl_platform.hosts import HostPacer, origin_of
-from crawl_platform.landing import land_batch, latest_validators
-from crawl_platform.messages import FrontierURL
-from crawl_platform.parser import parse_html
-from crawl_platform.retry import RetryPolicy
-from crawl_platform.store import CrawlStore
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.fetch.fetcher import Fetcher, FetchResult
+from crawl_platform.fetch.politeness import HostPacer, origin_of
+from crawl_platform.fetch.retry import RetryPolicy
+from crawl_platform.parse.html import parse_html
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.landing import land_batch, latest_validators
 from tests.hostile_site import CP1251_TEXT, GB18030_TEXT, dead_port, html_page
 
 AGENT = "crawl-platform-test/1.0"
@@ -114,7 +114,7 @@ def test_the_redirect_chain_and_final_url_are_stored(hostile, db):
 
 def test_what_the_fetcher_learned_about_the_host_lands_with_the_batch(hostile, db):
     _land(db, _fetcher(), [hostile.url("/page/1")])
-    assert db.query("SELECT host, robots_status, delay_ms, robots_fetched_at IS NOT NULL FROM hosts") == [
+    assert db.query("SELECT origin, robots_status, delay_ms, robots_fetched_at IS NOT NULL FROM hosts") == [
         (origin_of(hostile.base_url), 404, 0, True)]
 
 

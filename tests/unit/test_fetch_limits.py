@@ -1,5 +1,5 @@
 """The fetcher's bounds against a hostile server: total deadline, body cap, decompression-bomb cap,
-content-type allow-list (crawl_platform.fetcher, .transport, .deadlines)."""
+content-type allow-list (crawl_platform.fetch.fetcher, .transport, .deadlines)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import time
 import tracemalloc
 
-from crawl_platform.fetcher import Fetcher, FetchResult
+from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from tests.hostile_site import PDF_BYTES, Reply, gzip_bomb
 from tests.unit.conftest import loopback_fetcher
 

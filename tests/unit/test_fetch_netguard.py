@@ -1,12 +1,12 @@
-"""The SSRF guard (crawl_platform.netguard, enforced at connect time by crawl_platform.transport):
+"""The SSRF guard (crawl_platform.fetch.netguard, enforced at connect time by crawl_platform.fetch.transport):
 refused by default, checked on the address actually connected, opened only by an explicit list."""
 
 from __future__ import annotations
 
 import pytest
 
-from crawl_platform.fetcher import Fetcher
-from crawl_platform.netguard import NetworkGuard
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.netguard import NetworkGuard
 from tests.hostile_site import HostileSite, LoopbackProxy
 
 AGENT = "crawl-platform-test/1.0"

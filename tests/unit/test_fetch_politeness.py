@@ -1,4 +1,4 @@
-"""Politeness (crawl_platform.hosts, used by crawl_platform.fetcher): one request at a time per host,
+"""Politeness (crawl_platform.fetch.politeness, used by crawl_platform.fetch.fetcher): one request at a time per host,
 robots.txt Crawl-delay (capped), and a gap that adapts to the host's 429/503s and latency, is kept
 in the ``hosts`` table across runs, and decays back when the host is healthy."""
 
@@ -9,11 +9,12 @@ import logging
 import time
 from itertools import pairwise
 
-from crawl_platform.fetcher import Fetcher
-from crawl_platform.hosts import HostPacer, load_hosts, origin_of
-from crawl_platform.landing import land_batch
-from crawl_platform.retry import RetryPolicy
-from crawl_platform.store import CrawlStore
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.politeness import HostPacer, origin_of
+from crawl_platform.fetch.retry import RetryPolicy
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.hosts import load_hosts
+from crawl_platform.store.landing import land_batch
 from tests.hostile_site import HostileSite, Reply, dead_port
 
 AGENT = "crawl-platform-test/1.0"
@@ -63,7 +64,7 @@ def test_the_learned_gap_is_kept_in_the_hosts_table_for_the_next_run(hostile, tm
     first = _fetcher(HostPacer(0.0, throttle_delay_s=0.2, decay=0.9))
     first.fetch_all([hostile.url("/status/503?u=1"), hostile.url("/status/503?u=2")])
     land_batch(store, "b1", [], {}, {}, first.host_records())
-    assert store.query("SELECT host, delay_ms FROM hosts") == [(origin, 400)]
+    assert store.query("SELECT origin, delay_ms FROM hosts") == [(origin, 400)]
 
     # The next run starts from 0.4 s, not from its configured 0 s.
     second = _fetcher(HostPacer(0.0, throttle_delay_s=0.2, decay=0.9))

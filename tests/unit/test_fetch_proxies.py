@@ -1,4 +1,4 @@
-"""Outgoing proxies (crawl_platform.proxies, used by crawl_platform.transport) through a real forward
+"""Outgoing proxies (crawl_platform.fetch.proxies, used by crawl_platform.fetch.transport) through a real forward
 proxy on loopback: rotation, credentials from environment references, benching a failing proxy,
 and no credentials in logs or errors."""
 
@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from crawl_platform.fetcher import Fetcher
-from crawl_platform.proxies import ProxyConfigError, ProxyPool, expand_credentials, redact
-from crawl_platform.retry import RetryPolicy
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.proxies import ProxyConfigError, ProxyPool, expand_credentials, redact
+from crawl_platform.fetch.retry import RetryPolicy
 from tests.hostile_site import LoopbackProxy, dead_port
 
 AGENT = "crawl-platform-test/1.0"

@@ -1,4 +1,4 @@
-"""Whole batches against the hostile site (crawl_platform.crawl.BatchCrawler on the real broker and
+"""Whole batches against the hostile site (crawl_platform.pipeline.batch.BatchCrawler on the real broker and
 DuckDB): conditional requests on a recrawl, each crawl's User-Agent and scope, the hosts table,
 and trap URLs that must not run away."""
 
@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from crawl_platform.batching import batch_key, plan_batches
-from crawl_platform.crawl import BatchCrawler, BatchReport
-from crawl_platform.fetcher import Fetcher
-from crawl_platform.hosts import origin_of
-from crawl_platform.messages import CrawlRequest
+from crawl_platform.bus.messages import CrawlRequest
+from crawl_platform.bus.offsets import batch_key, plan_batches
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.politeness import origin_of
+from crawl_platform.pipeline.batch import BatchCrawler, BatchReport
 from tests.hostile_site import Reply
 
 
@@ -94,7 +94,7 @@ def test_redirect_hops_are_checked_against_the_crawls_own_patterns(crawl, store,
 def test_the_batch_writes_what_it_learned_about_its_hosts(crawl, store, hostile):
     hostile.robots = Reply(200, b"User-agent: *\nDisallow: /private\n")
     crawl.run("learn", hostile.url("/page/1"))
-    assert store.query("SELECT host, robots_status, robots_body, delay_ms FROM hosts") == [
+    assert store.query("SELECT origin, robots_status, robots_body, delay_ms FROM hosts") == [
         (origin_of(hostile.base_url), 200, "User-agent: *\nDisallow: /private\n", 0)]
 
 

@@ -1,4 +1,4 @@
-"""Redirects (crawl_platform.fetcher): loops, the hop limit, the recorded chain, and every hop checked
+"""Redirects (crawl_platform.fetch.fetcher): loops, the hop limit, the recorded chain, and every hop checked
 against the crawl's scope, robots.txt and the network guard."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from crawl_platform.fetcher import Fetcher, FetchRequest
+from crawl_platform.fetch.fetcher import Fetcher, FetchRequest
 from crawl_platform.urls import CrawlScope
 from tests.hostile_site import HostileSite, Reply
 from tests.unit.conftest import loopback_fetcher

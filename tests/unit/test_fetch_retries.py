@@ -1,4 +1,4 @@
-"""Retries (crawl_platform.retry, used by crawl_platform.fetcher): connection failures, 429 and 5xx
+"""Retries (crawl_platform.fetch.retry, used by crawl_platform.fetch.fetcher): connection failures, 429 and 5xx
 are tried again with exponential backoff and jitter, Retry-After is honoured, the total wait is
 bounded, and a final failure is a result with its error, never an exception."""
 
@@ -10,9 +10,9 @@ from email.utils import format_datetime
 from itertools import pairwise
 from urllib.parse import quote
 
-from crawl_platform.fetcher import Fetcher
-from crawl_platform.hosts import HostPacer
-from crawl_platform.retry import RetryPolicy, parse_retry_after
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.politeness import HostPacer
+from crawl_platform.fetch.retry import RetryPolicy, parse_retry_after
 from tests.hostile_site import HostileSite, dead_port
 
 AGENT = "crawl-platform-test/1.0"

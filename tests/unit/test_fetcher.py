@@ -1,4 +1,4 @@
-"""The polite fetcher (crawl_platform.fetcher) against the demo site served on loopback."""
+"""The polite fetcher (crawl_platform.fetch.fetcher) against the demo site served on loopback."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 import time
 from itertools import pairwise
 
-from crawl_platform.broker import free_port
-from crawl_platform.fetcher import Fetcher
-from crawl_platform.retry import RetryPolicy
+from crawl_platform.bus.broker import free_port
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.retry import RetryPolicy
 
 AGENT = "crawl-platform-test/1.0"
 

@@ -1,4 +1,4 @@
-"""The frontier (crawl_platform.frontier): registering crawls, expanding landed batches into new
+"""The frontier (crawl_platform.frontier.frontier): registering crawls, expanding landed batches into new
 URLs, and re-publishing what the broker never confirmed; on a real DuckDB file and the embedded broker."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import textwrap
 
 import pytest
 
-from crawl_platform.broker import free_port
-from crawl_platform.bus import KafkaBus
-from crawl_platform.frontier import Frontier
-from crawl_platform.messages import FrontierURL
+from crawl_platform.bus.broker import free_port
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.urls import InvalidURLError
 from tests.unit.crawl_rows import crawl_request, fetch_result, frontier_rows, land, page_html, topic_messages
 
@@ -151,10 +151,10 @@ def test_republish_stale_does_not_depend_on_the_machine_time_zone(settings, stor
     script = textwrap.dedent(
         """
         from datetime import UTC, datetime, timedelta
-        from crawl_platform.bus import KafkaBus
+        from crawl_platform.bus.kafka import KafkaBus
         from crawl_platform.config import Settings
-        from crawl_platform.frontier import Frontier
-        from crawl_platform.store import CrawlStore
+        from crawl_platform.frontier.frontier import Frontier
+        from crawl_platform.store.database import CrawlStore
 
         settings = Settings()
         store = CrawlStore.from_settings(settings)

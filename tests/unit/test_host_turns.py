@@ -1,4 +1,4 @@
-"""HostTurns (crawl_platform.host_turns): workers get the queue whose host is ready first, a queue
+"""HostTurns (crawl_platform.fetch.turns): workers get the queue whose host is ready first, a queue
 is out with one worker at a time, and every item is handed out exactly once."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 import time
 from collections import Counter
 
-from crawl_platform.host_turns import HostTurns
+from crawl_platform.fetch.turns import HostTurns
 
 
 class Clock:

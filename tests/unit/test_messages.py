@@ -1,4 +1,4 @@
-"""Bus message codecs (crawl_platform.messages): round trips and every way a payload is refused."""
+"""Bus message codecs (crawl_platform.bus.messages): round trips and every way a payload is refused."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from crawl_platform.messages import (
+from crawl_platform.bus.messages import (
     CrawlRequest,
     DeadLetter,
     FrontierURL,

@@ -1,4 +1,4 @@
-"""HTML extraction (crawl_platform.parser): both engines, on the demo site and on awkward pages."""
+"""HTML extraction (crawl_platform.parse.html): both engines, on the demo site and on awkward pages."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from urllib.parse import urldefrag, urljoin
 
 import pytest
 
-from crawl_platform.demo_site import DemoSite
-from crawl_platform.parser import parse_html
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.parse.html import parse_html
 
 ENGINES = ["lxml", "bs4"]
 ORIGIN = "http://127.0.0.1:0"  # what DemoSite embeds in absolute links before it is served

@@ -1,4 +1,4 @@
-"""robots.txt per RFC 9309 (crawl_platform.robots through crawl_platform.fetcher), against a real
+"""robots.txt per RFC 9309 (crawl_platform.fetch.robots through crawl_platform.fetch.fetcher), against a real
 server: what a fetch outcome means, redirects, the size limit, matching, the group that applies
 to our user agent, and the cache shared across runs through the ``hosts`` table."""
 
@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from crawl_platform.fetcher import Fetcher, FetchRequest
-from crawl_platform.hosts import HostRecord, load_hosts, origin_of
-from crawl_platform.landing import land_batch
-from crawl_platform.robots import robots_token
-from crawl_platform.store import CrawlStore
+from crawl_platform.fetch.fetcher import Fetcher, FetchRequest
+from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.fetch.robots import robots_token
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.hosts import load_hosts
+from crawl_platform.store.landing import land_batch
 from tests.hostile_site import HostileSite, Reply, hang_up
 from tests.unit.conftest import loopback_fetcher
 
@@ -134,7 +135,7 @@ def test_robots_txt_is_cached_in_the_hosts_table_and_shared_across_runs(hostile,
     first = _fetcher()
     assert first.fetch(hostile.url("/page/1")).status == 200
     land_batch(store, "b1", [], {}, {}, first.host_records())
-    assert store.query("SELECT host, robots_status, robots_body FROM hosts") == [
+    assert store.query("SELECT origin, robots_status, robots_body FROM hosts") == [
         (origin, 200, "User-agent: *\nDisallow: /private\n")]
 
     second = _fetcher()  # another run: primed from the table, it does not ask the server again

@@ -1,4 +1,4 @@
-"""Seed intake (crawl_platform.crawl.SeedIntake): good crawl requests registered, bad ones sent to the
+"""Seed intake (crawl_platform.pipeline.batch.SeedIntake): good crawl requests registered, bad ones sent to the
 dead-letter topic with the reason."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from crawl_platform.bus import KafkaBus, OffsetRange
-from crawl_platform.crawl import SeedIntake
-from crawl_platform.messages import encode
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import encode
+from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.pipeline.intake import SeedIntake
 from tests.unit.crawl_rows import crawl_request
 
 

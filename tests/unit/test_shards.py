@@ -1,10 +1,10 @@
-"""Splitting a prepared batch into fetch shards of whole hosts (crawl_platform.crawl.PreparedBatch)."""
+"""Splitting a prepared batch into fetch shards of whole hosts (crawl_platform.pipeline.batch.PreparedBatch)."""
 
 from __future__ import annotations
 
-from crawl_platform.crawl import BatchReport, PreparedBatch
-from crawl_platform.fetcher import FetchRequest
-from crawl_platform.hosts import HostRecord, origin_of
+from crawl_platform.fetch.fetcher import FetchRequest
+from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.pipeline.batch import BatchReport, PreparedBatch
 
 
 def _batch(per_host: dict[str, int]) -> PreparedBatch:
@@ -44,4 +44,4 @@ def test_no_more_shards_than_hosts_or_than_min_urls_allow():
 def test_each_shard_gets_what_earlier_runs_learned_about_its_hosts():
     batch = _batch({"a.test": 2, "b.test": 1})
     for shard in batch.shards(2):
-        assert {h.host for h in batch.hosts_of(shard)} == _hosts(shard)
+        assert {h.origin for h in batch.hosts_of(shard)} == _hosts(shard)

@@ -1,4 +1,4 @@
-"""Sitemaps as seeds (crawl_platform.sitemaps, and SeedIntake for crawls with ``use_sitemaps``):
+"""Sitemaps as seeds (crawl_platform.fetch.sitemaps, and SeedIntake for crawls with ``use_sitemaps``):
 robots.txt ``Sitemap:`` lines, /sitemap.xml, indexes, gzip, plain text, and hostile sitemaps."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import itertools
 import time
 import tracemalloc
 
-from crawl_platform.bus import KafkaBus, OffsetRange
-from crawl_platform.crawl import SeedIntake
-from crawl_platform.fetcher import Fetcher
-from crawl_platform.messages import CrawlRequest, encode
-from crawl_platform.sitemaps import discover_sitemap_urls, parse_sitemap
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import CrawlRequest, encode
+from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.sitemaps import discover_sitemap_urls, parse_sitemap
+from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.urls import CrawlScope
 from tests.hostile_site import HostileSite, Reply, gzip_bomb
 from tests.unit.conftest import loopback_fetcher

@@ -1,4 +1,4 @@
-"""Stopping the embedded stack leaves none of its Dagster processes behind (crawl_platform.stack)."""
+"""Stopping the embedded stack leaves none of its Dagster processes behind (crawl_platform_dagster.stack)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from crawl_platform.stack import DagsterProcesses, instance_processes
+from crawl_platform_dagster.stack import DagsterProcesses, instance_processes
 
 # A stand-in for a run worker: Dagster starts them as `python -c "from multiprocessing.spawn ..."`.
 SLEEPER = "import time  # from multiprocessing.spawn import spawn_main\ntime.sleep(60)"

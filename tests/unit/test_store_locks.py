@@ -1,4 +1,4 @@
-"""The DuckDB store's write lock across processes (crawl_platform.store): readers and writers wait
+"""The DuckDB store's write lock across processes (crawl_platform.store.database): readers and writers wait
 for another process, and a lock held too long is a clear StoreBusyError."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from crawl_platform.store import CrawlStore, StoreBusyError
+from crawl_platform.store.database import CrawlStore, StoreBusyError
 from tests.unit.crawl_rows import crawl_request, frontier_rows
 
 _HOLD_WRITE = textwrap.dedent(

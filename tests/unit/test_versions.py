@@ -1,9 +1,9 @@
-"""Landing (crawl_platform.landing): a page's history in DuckDB, a new version only when its content
+"""Landing (crawl_platform.store.landing): a page's history in DuckDB, a new version only when its content
 or status changes, and a batch landed twice adding nothing."""
 
 from __future__ import annotations
 
-from crawl_platform.messages import FrontierURL
+from crawl_platform.bus.messages import FrontierURL
 from tests.unit.crawl_rows import fetch_result, land, page_html, table_counts
 
 

@@ -1,0 +1,76 @@
+"""The bus interface: what the engine needs from a message transport, and nothing more.
+
+A bus moves bytes on named topics: it creates them, reports each partition's watermarks, reads
+an offset range and publishes ``(key, value)`` pairs with a per-message acknowledgement. It knows
+no message type: :mod:`crawl_platform.bus.messages` encodes and decodes, and
+:mod:`crawl_platform.bus.publishing` puts typed messages on the right topic with the right key.
+Two implementations: :class:`crawl_platform.bus.kafka.KafkaBus` (the real one) and
+:class:`crawl_platform.bus.memory.InMemoryBus` (for unit tests of logic that is not about Kafka).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from crawl_platform.bus.offsets import OffsetRange
+
+
+class BusError(RuntimeError):
+    """The broker could not be reached or refused an operation; ``str(err)`` says which."""
+
+
+class BatchLostError(BusError):
+    """The broker no longer holds a batch's offsets (it lost its log). Permanent: the batch's URLs
+    are still in the store and get re-published, so the batch itself is simply skipped."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One message read back from a topic partition."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+class Bus(Protocol):
+    """Topics of one crawl deployment. Every method raises :class:`BusError` when the broker
+    cannot be reached; the caller skips its turn (sensors) or fails the step (runs) and retries."""
+
+    seeds_topic: str
+    frontier_topic: str
+    dead_letter_topic: str
+    partitions: int
+
+    def ensure_topics(self) -> list[str]:
+        """Create any missing topic; returns the names created (empty when all existed)."""
+        ...
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's unique id, which changes when the topic is created anew (a restarted
+        memory-only broker); None when the broker reports none. The caller compares it with the
+        id its cursor was written for and starts over from the new log when they differ."""
+        ...
+
+    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Low and high offset of every partition; raises :class:`BusError` if the topic is missing
+        (the caller then calls :meth:`ensure_topics`)."""
+        ...
+
+    def read_range(self, topic: str, offsets: OffsetRange) -> list[Record]:
+        """Every record in ``offsets``; raises :class:`BatchLostError` when the log no longer holds
+        them all (the caller skips the batch: its URLs are re-published from the store)."""
+        ...
+
+    def publish(self, topic: str, items: Iterable[tuple[bytes | None, bytes]]) -> list[bool]:
+        """Produce ``(key, value)`` pairs (equal keys go to one partition) and wait for the acks.
+        One flag per item, True once the broker confirmed it; the caller keeps unconfirmed items
+        marked as such in the store and publishes them again on a later pass."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release the clients."""
+        ...

@@ -1,0 +1,208 @@
+"""Kafka transport of the crawl bus (a :class:`crawl_platform.bus.base.Bus`): topics, publishing, range reads.
+
+Moves bytes only; :mod:`crawl_platform.bus.messages` turns them into typed messages and
+:mod:`crawl_platform.bus.publishing` picks each message's topic and key. Reads use
+manual partition assignment with offsets kept by the caller (the Dagster sensor cursor and the
+partition key of a run), never consumer groups: group joins are slow on the embedded broker and
+the broker is not the system of record (DuckDB is), so the platform must not depend on
+broker-side offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from crawl_platform.bus.base import BatchLostError, BusError, Record
+from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.config import Settings
+
+_KAFKA_LOG = logging.getLogger("crawl_platform.kafka")
+
+
+class KafkaBus:
+    """Topics of one crawl deployment on one Kafka cluster (the real :class:`~crawl_platform.bus.base.Bus`)."""
+
+    def __init__(
+        self,
+        client_config: dict[str, str],
+        seeds_topic: str,
+        frontier_topic: str,
+        dead_letter_topic: str,
+        partitions: int,
+        timeout_s: float = 10.0,
+        producer_config: dict[str, str] | None = None,
+    ) -> None:
+        # librdkafka logs through Python logging instead of writing to stderr itself.
+        self._config: dict[str, Any] = {**client_config, "logger": _KAFKA_LOG}
+        self._producer_config = dict(producer_config or {})
+        self.seeds_topic = seeds_topic
+        self.frontier_topic = frontier_topic
+        self.dead_letter_topic = dead_letter_topic
+        self.partitions = partitions
+        self.timeout_s = timeout_s
+        self._producer: Producer | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KafkaBus:
+        return cls(
+            settings.kafka_config(),
+            settings.seeds_topic,
+            settings.frontier_topic,
+            settings.dead_letter_topic,
+            settings.topic_partitions,
+            producer_config=settings.kafka_producer_config,
+        )
+
+    # --- topics --------------------------------------------------------------------------------
+    def ensure_topics(self) -> list[str]:
+        """Create any missing topic; returns the names created (empty when all existed)."""
+        admin = AdminClient(self._config)
+        try:
+            existing = set(admin.list_topics(timeout=self.timeout_s).topics)
+        except KafkaException as err:
+            raise BusError(f"cannot reach Kafka at {self._config['bootstrap.servers']}: {err}") from None
+        wanted = [self.seeds_topic, self.frontier_topic, self.dead_letter_topic]
+        missing = [NewTopic(t, num_partitions=self.partitions, replication_factor=1)
+                   for t in wanted if t not in existing]
+        if not missing:
+            return []
+        created = []
+        for name, future in admin.create_topics(missing, request_timeout=self.timeout_s).items():
+            try:
+                future.result(self.timeout_s)
+                created.append(name)
+            except KafkaException as err:
+                if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise BusError(f"cannot create topic {name}: {err}") from None
+        return created
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's unique id (KIP-516): it changes when the topic is deleted and created again,
+        e.g. by a restarted memory-only broker, even if new messages refill the old offsets.
+        None when the broker does not report one."""
+        admin = AdminClient(self._config)
+        try:
+            futures = admin.describe_topics(TopicCollection([topic]), request_timeout=self.timeout_s)
+            topic_id = futures[topic].result(self.timeout_s).topic_id
+        except KafkaException as err:
+            raise BusError(f"cannot describe topic {topic}: {err}") from None
+        text = str(topic_id) if topic_id is not None else ""
+        return text if text.strip("A=") else None  # an all-zero id means "not supported"
+
+    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Low and high offsets of every partition of ``topic``."""
+        consumer = self._consumer()
+        try:
+            meta = consumer.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                raise BusError(f"topic {topic} does not exist on the broker")
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout_s)
+                for p in sorted(meta.partitions)
+            }
+        except KafkaException as err:
+            raise BusError(f"cannot read offsets of {topic}: {err}") from None
+        finally:
+            consumer.close()
+
+    # --- reading ---------------------------------------------------------------------------------
+    def read_range(self, topic: str, offsets: OffsetRange) -> list[Record]:
+        """Every record in ``offsets``; raises :class:`BusError` if the log no longer holds them all."""
+        consumer = self._consumer()
+        records: list[Record] = []
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, offsets.partition), timeout=self.timeout_s
+            )
+            if low > offsets.start or high < offsets.end:
+                raise BatchLostError(
+                    f"{topic} {offsets.key} is no longer in the log (broker holds {low}-{high}); "
+                    "the broker lost data: its URLs are re-published from the store"
+                )
+            consumer.assign([TopicPartition(topic, offsets.partition, offsets.start)])
+            wanted = offsets.end - offsets.start
+            while len(records) < wanted:
+                batch = consumer.consume(min(wanted - len(records), 1000), timeout=self.timeout_s)
+                if not batch:
+                    raise BusError(f"timed out reading {topic} {offsets.key} at {len(records)}/{wanted}")
+                for msg in batch:
+                    error = msg.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            continue
+                        raise BusError(f"error reading {topic}: {error}")
+                    offset = msg.offset() or 0
+                    if offset >= offsets.end:
+                        break
+                    records.append(Record(offsets.partition, offset, msg.key(), msg.value()))
+        except KafkaException as err:
+            raise BusError(f"cannot read {topic} {offsets.key}: {err}") from None
+        finally:
+            consumer.close()
+        return records
+
+    # --- publishing ------------------------------------------------------------------------------
+    def publish(self, topic: str, items: Iterable[tuple[bytes | None, bytes]]) -> list[bool]:
+        """Produce ``(key, value)`` pairs and wait for the broker's acks.
+
+        Returns one flag per item: True once the broker confirmed it. The caller keeps the
+        unconfirmed ones marked as such and publishes them again on its next pass.
+        """
+        producer = self._get_producer()
+        delivered: list[bool] = []
+
+        def on_delivery(index: int) -> Callable[[KafkaError | None, Message], None]:
+            def callback(err: KafkaError | None, _msg: Message) -> None:
+                delivered[index] = err is None
+            return callback
+
+        for key, value in items:
+            delivered.append(False)
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, on_delivery=on_delivery(len(delivered) - 1))
+                    break
+                except BufferError:  # local queue full: let deliveries drain, then go on
+                    producer.poll(0.1)
+        remaining = producer.flush(self.timeout_s)
+        if remaining:
+            producer.purge()
+            producer.flush(1.0)
+        return delivered
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(self.timeout_s)
+            self._producer = None
+
+    # --- clients -----------------------------------------------------------------------------
+    def _get_producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer({
+                **self._config,
+                "linger.ms": "5",
+                "enable.idempotence": "false",
+                "acks": "all",
+                # Same partition for the same host key in every client (Java-compatible hash).
+                "partitioner": "murmur2_random",
+                "message.timeout.ms": str(int(self.timeout_s * 1000)),
+                **self._producer_config,
+            })
+        return self._producer
+
+    def _consumer(self) -> Consumer:
+        return Consumer({
+            **self._config,
+            # Required by librdkafka, never joined: reads use manual assignment.
+            "group.id": f"crawl-platform-reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": "false",
+            "enable.auto.offset.store": "false",
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": "true",
+        })

@@ -1,0 +1,181 @@
+"""The engine's commands of the ``crawl-platform`` command line: ``crawl`` and ``status``.
+
+A contract other tools rely on: user mistakes print one line to stderr and exit 2, an
+unreachable broker or busy store prints one line and exits 1, never a traceback. The commands
+that start Dagster processes (``up``, ``worker``) are added by the Dagster layer
+(:mod:`crawl_platform_dagster.cli`) through ``extra_commands``, so this package never knows
+the orchestrator; the installed ``crawl-platform`` script is that module's ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NoReturn
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from crawl_platform.bus.base import BusError
+from crawl_platform.bus.broker import BrokerStartError
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.config import Settings
+from crawl_platform.frontier.frontier import CrawlStatus, Frontier
+from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, submit_crawl
+from crawl_platform.store.database import CrawlStore, StoreBusyError
+from crawl_platform.urls import InvalidURLError
+
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 1
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage mistakes as one line on stderr and exit 2 (argparse prints the whole usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
+
+
+def fail(message: str, code: int) -> int:
+    """One plain line on stderr (never markup, never wrapped), then the exit code."""
+    print(f"crawl-platform: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    return code
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand another layer adds: its help, how it declares its arguments, and how it runs
+    (returning the exit code)."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[Settings, argparse.Namespace], int]
+
+
+def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="crawl-platform",
+        description="Distributed web crawler on Kafka, Dagster and DuckDB. Settings come from "
+        "environment variables (see README).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    for name, command in extra_commands.items():
+        command.add_arguments(sub.add_parser(name, help=command.help))
+
+    crawl = sub.add_parser("crawl", help="submit a crawl to the seeds topic")
+    crawl.add_argument("urls", nargs="+", metavar="URL", help="seed URLs (http/https)")
+    crawl.add_argument("--crawl-id", help="id of the crawl (default: <host>-<time>-<random>)")
+    crawl.add_argument("--max-pages", type=int, default=settings.default_max_pages,
+                       help=f"most URLs the crawl admits ({settings.default_max_pages})")
+    crawl.add_argument("--max-depth", type=int, default=settings.default_max_depth,
+                       help=f"most link hops from a seed ({settings.default_max_depth})")
+    crawl.add_argument("--scope", choices=SCOPES, default=settings.default_scope,
+                       help=f"which links to follow ({settings.default_scope})")
+    crawl.add_argument("--allow", action="append", default=[], metavar="REGEX",
+                       help="follow only URLs matching one of these (repeatable)")
+    crawl.add_argument("--deny", action="append", default=[], metavar="REGEX",
+                       help="never follow URLs matching one of these (repeatable)")
+    crawl.add_argument("--max-pages-per-host", type=int, default=0, help="most URLs admitted per host (0: no cap)")
+    crawl.add_argument("--user-agent", default="", help="User-Agent of this crawl (default: CRAWL_USER_AGENT)")
+    crawl.add_argument("--sitemaps", action="store_true",
+                       help="also seed from the seed hosts' sitemaps (robots.txt Sitemap: lines, /sitemap.xml)")
+    crawl.add_argument("--wait", action="store_true", help="block until the crawl has no pending URLs")
+    crawl.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N seconds (0: never)")
+
+    status = sub.add_parser("status", help="pending, fetched, failed and pages/s per crawl")
+    status.add_argument("--crawl-id", help="only this crawl")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command] | None = None) -> int:
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(part) for part in first["loc"])
+        return fail(f"invalid setting {name}={first.get('input')!r}: {first['msg']}", EXIT_USAGE)
+    extra = dict(extra_commands or {})
+    args = _parser(settings, extra).parse_args(argv)
+    try:
+        if args.command in extra:
+            return extra[args.command].run(settings, args)
+        return _dispatch(settings, args)
+    except (BusError, StoreBusyError, BrokerStartError) as exc:
+        return fail(str(exc), EXIT_UNAVAILABLE)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
+    if args.command == "crawl":
+        return _crawl(settings, args)
+    return _status(settings, args.crawl_id)
+
+
+def _crawl(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        request = build_crawl_request(
+            args.urls, args.crawl_id, args.max_pages, args.max_depth, args.scope, allow=args.allow,
+            deny=args.deny, max_pages_per_host=args.max_pages_per_host, user_agent=args.user_agent,
+            use_sitemaps=args.sitemaps,
+        )
+    except InvalidURLError as exc:  # nothing is enqueued when any seed is bad
+        return fail(f"bad seed: {exc}", EXIT_USAGE)
+    except ValueError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    submit_crawl(KafkaBus.from_settings(settings), request)
+    print(f"submitted crawl {request.crawl_id} ({len(request.seeds)} seeds)")
+    if not args.wait:
+        return 0
+    return wait_for_crawl(Frontier(CrawlStore.from_settings(settings), KafkaBus.from_settings(settings)),
+                          request.crawl_id, args.timeout)
+
+
+def wait_for_crawl(frontier: Frontier, crawl_id: str, timeout_s: float = 0, poll_s: float = 1.0) -> int:
+    """Print progress until the crawl has no pending URL; 0 when done, 1 on timeout."""
+    started = time.monotonic()
+    last_line = ""
+    while True:
+        found = frontier.status(crawl_id)
+        if found and found[0].pending == 0:
+            print(_line(found[0]), flush=True)
+            return 0
+        line = _line(found[0]) if found else f"crawl {crawl_id}: waiting for the seeds sensor to register it"
+        if line != last_line:
+            print(line, flush=True)
+            last_line = line
+        if timeout_s and time.monotonic() - started > timeout_s:
+            print(f"crawl {crawl_id}: still pending after {timeout_s:.0f}s", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+        time.sleep(poll_s)
+
+
+def _line(s: CrawlStatus) -> str:
+    state = "done" if s.pending == 0 else "running"
+    return (f"crawl {s.crawl_id}: {state}, pending {s.pending}, fetched {s.fetched}, failed {s.failed}, "
+            f"disallowed {s.disallowed}, {s.pages_per_second:.1f} pages/s")
+
+
+def _status(settings: Settings, crawl_id: str | None) -> int:
+    store = CrawlStore.from_settings(settings)
+    if not store.path.exists():
+        print(f"no crawls yet ({store.path} does not exist)")
+        return 0
+    rows = Frontier(store, KafkaBus.from_settings(settings)).status(crawl_id)
+    if not rows:
+        print(f"no crawl {crawl_id!r}" if crawl_id else "no crawls yet")
+        return EXIT_USAGE if crawl_id else 0
+    table = Table("crawl", "pending", "fetched", "failed", "disallowed", "pages/s", "registered")
+    for s in rows:
+        table.add_row(s.crawl_id, str(s.pending), str(s.fetched), str(s.failed), str(s.disallowed),
+                      f"{s.pages_per_second:.1f}", s.registered_at.strftime("%Y-%m-%d %H:%M:%S"))
+    Console(width=140).print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Turns a fetched HTML page into a title, readable text and canonical outgoing links.
+
+Two extractors with one contract: lxml (the default, many times faster) and BeautifulSoup
+(``CRAWL_PARSER=bs4``, for those who want its leniency or extraction rules). Links come back
+canonicalised by :mod:`crawl_platform.urls`, deduplicated per page, with their anchor text;
+scope filtering is the frontier's job, not the parser's. Bytes become text once, in
+:mod:`crawl_platform.parse.encoding` (header, meta, detection), and the engines only ever see text, so
+both agree on the charset and a page with broken bytes still parses. Hostile markup (unclosed
+tags, NUL bytes, an XML declaration) never raises: the worst case is an empty document.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+from crawl_platform.parse.encoding import decode_html
+
+# lxml refuses text that starts with an XML encoding declaration; the text is decoded already.
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*>", re.I)
+_local = threading.local()  # an lxml parser per thread: they must not be shared across threads
+_CONTROL = dict.fromkeys([*range(9), 11, 12, *range(14, 32)])  # not allowed in an lxml tree
+
+ParserEngine = Literal["lxml", "bs4"]  # CRAWL_PARSER
+
+
+@dataclass(frozen=True)
+class ParsedPage:
+    title: str | None
+    text: str
+    links: tuple[tuple[str, str], ...]  # (canonical absolute URL, anchor text)
+    charset: str | None = None  # the charset the body was decoded with
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _collect(base_url: str, raw_links: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    from crawl_platform.urls import resolve_link  # noqa: PLC0415 - keeps the import graph acyclic
+
+    seen: dict[str, str] = {}
+    for href, anchor in raw_links:
+        url = resolve_link(base_url, href)
+        if url is not None and url not in seen:
+            seen[url] = _squash(anchor)[:500]
+    return tuple(seen.items())
+
+
+def parse_html(body: bytes, base_url: str, content_type: str | None = None,
+               engine: ParserEngine = "lxml") -> ParsedPage:
+    """Extract title, text and links; ``base_url`` is the page's final URL (after redirects)."""
+    decoded = decode_html(body, content_type)
+    text = _XML_DECLARATION.sub("", decoded.text, count=1).translate(_CONTROL)
+    if not text.strip():
+        return ParsedPage(None, "", (), decoded.charset)
+    extractors = (_parse_bs4,) if engine == "bs4" else (_parse_lxml, _parse_bs4)
+    for extract in extractors:
+        try:
+            page = extract(text, base_url)
+        except (ValueError, RecursionError):  # pathological markup: try the next, else no document
+            continue
+        return ParsedPage(page.title, page.text, page.links, decoded.charset)
+    return ParsedPage(None, "", (), decoded.charset)
+
+
+def _parse_lxml(markup: str, base_url: str) -> ParsedPage:
+    import lxml.etree  # noqa: PLC0415
+    import lxml.html  # noqa: PLC0415
+
+    parser = getattr(_local, "lxml_parser", None)
+    if parser is None:
+        # huge_tree lifts libxml2's nesting limit from 256 to 2048 elements, past which it silently drops
+        # the rest of a page; the size limits it also lifts are the fetcher's job (the body cap).
+        parser = _local.lxml_parser = lxml.html.HTMLParser(huge_tree=True)
+    try:
+        doc = lxml.html.document_fromstring(markup, parser=parser)
+    except lxml.etree.ParserError:
+        # A document lxml gives up on (nothing but a comment, say): BeautifulSoup is more lenient.
+        return _parse_bs4(markup, base_url)
+    base = doc.find(".//base[@href]")
+    if base is not None:
+        base_url = lxml.html.urljoin(base_url, base.get("href"))
+    title_el = doc.find(".//title")
+    title = _squash(title_el.text_content()) if title_el is not None else None
+    raw = [(a.get("href") or "", a.text_content()) for a in doc.iter("a") if a.get("href")]
+    lxml.etree.strip_elements(doc, "script", "style", "noscript", "template", with_tail=False)
+    body_el = doc.find("body")
+    text = _squash(" ".join((body_el if body_el is not None else doc).itertext()))
+    return ParsedPage(title or None, text, _collect(base_url, raw))
+
+
+def _parse_bs4(markup: str, base_url: str) -> ParsedPage:
+    from urllib.parse import urljoin  # noqa: PLC0415
+
+    from bs4 import BeautifulSoup  # noqa: PLC0415
+
+    soup = BeautifulSoup(markup, "lxml")
+    base = soup.find("base", href=True)
+    if base is not None:
+        base_url = urljoin(base_url, str(base.get("href")))
+    title = _squash(soup.title.get_text()) if soup.title is not None else None
+    raw = [(str(a.get("href")), a.get_text()) for a in soup.find_all("a", href=True)]
+    for tag in soup(["script", "style", "noscript", "template"]):
+        tag.decompose()
+    root = soup.body if soup.body is not None else soup
+    return ParsedPage(title or None, _squash(root.get_text(" ")), _collect(base_url, raw))

@@ -1,0 +1,239 @@
+"""One crawl batch end to end, without any orchestrator.
+
+:class:`BatchCrawler` is what a Dagster run executes for a frontier partition: read its offset
+ranges from the bus, decode (bad messages go to the dead-letter topic), fetch, parse, land, then
+grow the frontier. It can be driven from a plain script or a test
+(:mod:`crawl_platform.pipeline.loop`); the Dagster layer only adds scheduling, config and
+metadata. Its neighbour :mod:`crawl_platform.pipeline.intake` does the same for the seeds topic.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from crawl_platform.bus.base import Bus
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import (
+    DeadLetter,
+    FrontierURL,
+    MessageDecodeError,
+    decode_frontier_url,
+)
+from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.bus.publishing import publish_dead_letters
+from crawl_platform.config import Settings
+from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
+from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
+from crawl_platform.parse.html import ParsedPage, ParserEngine, parse_html
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.hosts import load_hosts
+from crawl_platform.store.landing import LandedBatch, land_batch, latest_validators
+from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
+
+
+@dataclass
+class BatchReport:
+    """Figures of one batch, reported as Dagster metadata and by benchmarks."""
+
+    batch_id: str
+    messages: int = 0
+    dead_letters: int = 0
+    skipped: int = 0
+    fetched: int = 0
+    failed: int = 0
+    disallowed: int = 0
+    not_modified: int = 0
+    bytes: int = 0
+    new_versions: int = 0
+    links: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ShardResult:
+    """What one fetch shard hands to the landing step (pickled between steps of a run)."""
+
+    results: dict[str, FetchResult]
+    parsed: dict[str, ParsedPage]
+    hosts: list[HostRecord]  # what the shard learned about its hosts (robots.txt, gaps)
+    seconds: dict[str, float]
+
+
+@dataclass
+class PreparedBatch:
+    """A batch read from Kafka and decoded, with what its fetch shards need."""
+
+    batch_id: str
+    items: list[FrontierURL]  # every decoded message of a known crawl (duplicates included)
+    requests: list[FetchRequest]  # what to fetch (URLs the crawl finished are left out)
+    hosts: list[HostRecord]  # what earlier runs learned about the batch's hosts
+    report: BatchReport
+    lost: str = ""  # why the batch could not be read (the broker lost it): nothing to fetch or land
+
+    def shards(self, count: int, min_urls: int = 1) -> list[list[FetchRequest]]:
+        """Split the requests into at most ``count`` non-empty shards of whole hosts, balanced by
+        request count (largest host first onto the lightest shard), and no more shards than give
+        ``min_urls`` each (a step per handful of URLs costs more than it saves); the same batch
+        always gives the same shards."""
+        by_host: dict[str, list[FetchRequest]] = {}
+        for request in self.requests:
+            by_host.setdefault(origin_of(request.url), []).append(request)
+        worth = -(-len(self.requests) // max(1, min_urls))
+        loads: list[list[FetchRequest]] = [[] for _ in range(max(1, min(count, len(by_host), worth)))]
+        for host in sorted(by_host, key=lambda h: (-len(by_host[h]), h)):
+            min(loads, key=len).extend(by_host[host])
+        return [shard for shard in loads if shard]
+
+    def hosts_of(self, requests: list[FetchRequest]) -> list[HostRecord]:
+        origins = {origin_of(r.url) for r in requests}
+        return [h for h in self.hosts if h.origin in origins]
+
+
+class BatchCrawler:
+    """Fetch-parse-land for one offset range of the frontier topic."""
+
+    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml") -> None:
+        self.bus = bus
+        self.store = store
+        self.fetcher = fetcher
+        self.parser = parser
+        self.frontier = Frontier(store, bus)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BatchCrawler:
+        return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
+                   Fetcher.from_settings(settings), settings.parser)
+
+    def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
+                       refetch_done: bool = True) -> BatchReport:
+        """Land the batch; with ``refetch_done`` False, URLs the crawl already finished are skipped
+        (a duplicate delivery), otherwise the whole batch is fetched again (a re-materialisation).
+
+        The three phases below are also what a Dagster run executes as separate steps:
+        :meth:`prepare`, then :meth:`fetch_shard` once per host shard (in parallel on a
+        distributed executor), then :meth:`land` with every shard's result."""
+        prepared = self.prepare(batch_id, offsets, refetch_done)
+        shard = self.fetch_shard(prepared.requests, prepared.hosts)
+        return self.land(prepared, [shard])
+
+    def prepare(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
+                refetch_done: bool = True) -> PreparedBatch:
+        """Read and decode the batch's messages (bad ones go to the dead-letter topic) and work
+        out what to fetch; reads DuckDB briefly and writes nothing there."""
+        report = BatchReport(batch_id)
+        clock = time.perf_counter()
+        ranges = [offsets] if isinstance(offsets, OffsetRange) else list(offsets)
+        items, letters = [], []
+        for offset_range in ranges:
+            records = self.bus.read_range(self.bus.frontier_topic, offset_range)
+            report.messages += len(records)
+            for rec in records:
+                try:
+                    item = decode_frontier_url(rec.value)
+                    items.append(FrontierURL(item.crawl_id, canonicalize(item.url), item.depth))
+                except (MessageDecodeError, InvalidURLError) as err:
+                    letters.append(DeadLetter.for_payload(str(err), self.bus.frontier_topic, rec.partition,
+                                                          rec.offset, rec.value or b""))
+        known = self.frontier.known_crawls({i.crawl_id for i in items})
+        for rec_item in [i for i in items if i.crawl_id not in known]:
+            letters.append(DeadLetter.for_payload(f"unknown crawl {rec_item.crawl_id!r}",
+                                                  self.bus.frontier_topic, -1, -1, rec_item.url.encode()))
+        items = [i for i in items if i.crawl_id in known]
+        if letters:
+            publish_dead_letters(self.bus, letters)
+        report.dead_letters = len(letters)
+        done = set() if refetch_done else self.frontier.done_urls(items)
+        to_fetch = [i for i in items if (i.crawl_id, i.url) not in done]
+        requests, hosts = self._fetch_requests(to_fetch)
+        report.seconds["read"] = time.perf_counter() - clock
+        return PreparedBatch(batch_id, items, requests, hosts, report)
+
+    def fetch_shard(self, requests: list[FetchRequest], hosts: list[HostRecord]) -> ShardResult:
+        """Fetch and parse one shard (whole hosts only, so a host's politeness stays here),
+        starting from what earlier runs learned about its hosts."""
+        self.fetcher.prime(hosts)
+        clock = time.perf_counter()
+        results = self.fetcher.fetch_all(requests)
+        fetch_s = time.perf_counter() - clock
+        # Parsed after the fetch, not page by page inside it: on one host without a delay,
+        # interleaving the two cost a third more CPU (measured with benchmarks/fetch_hosts.py).
+        clock = time.perf_counter()
+        parsed: dict[str, ParsedPage] = {
+            url: parse_html(r.body, r.final_url, r.content_type, self.parser)
+            for url, r in results.items() if r.is_html
+        }
+        parse_s = time.perf_counter() - clock
+        learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
+        return ShardResult(results, parsed, learned, {"fetch": fetch_s, "parse": parse_s})
+
+    def land(self, prepared: PreparedBatch, shards: list[ShardResult]) -> BatchReport:
+        """Write the batch in one DuckDB transaction: the only step of a batch that writes."""
+        report = prepared.report
+        results: dict[str, FetchResult] = {}
+        parsed: dict[str, ParsedPage] = {}
+        hosts: list[HostRecord] = []
+        for shard in shards:
+            results.update(shard.results)
+            parsed.update(shard.parsed)
+            hosts.extend(shard.hosts)
+            for phase, seconds in shard.seconds.items():
+                report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
+        clock = time.perf_counter()
+        landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts)
+        report.seconds["land"] = time.perf_counter() - clock
+        _count(report, prepared.items, results, landed)
+        return report
+
+    def _fetch_requests(self, items: list[FrontierURL]) -> tuple[list[FetchRequest], list[HostRecord]]:
+        """What the fetcher needs to know per URL, read in one go (one short DuckDB read per batch):
+        each crawl's User-Agent and scope, the validators of each page's latest version, and what
+        earlier runs learned about the batch's hosts (which primes the fetchers)."""
+        if not items:
+            return [], []
+        crawl_ids = sorted({i.crawl_id for i in items})
+        with self.store.read() as con:
+            crawls = con.execute(
+                """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns, user_agent
+                   FROM crawls WHERE list_contains(?, crawl_id)""",
+                [crawl_ids],
+            ).fetchall()
+            validators = latest_validators(con, sorted({i.url for i in items}))
+            hosts = load_hosts(con, {origin_of(i.url) for i in items})
+        agents: dict[str, str | None] = {}
+        scopes: dict[str, CrawlScope] = {}
+        for crawl_id, scope, seeds, allow, deny, agent in crawls:
+            agents[crawl_id] = agent or None
+            scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny)
+        return [
+            FetchRequest(i.url, user_agent=agents.get(i.crawl_id),
+                         in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
+                         etag=validators.get(i.url, (None, None))[0],
+                         last_modified=validators.get(i.url, (None, None))[1])
+            for i in items
+        ], list(hosts.values())
+
+    def expand(self, batch_id: str) -> FrontierGrowth:
+        """Grow the frontier from the batch's links; also re-publishes URLs the broker dropped."""
+        growth = self.frontier.expand(batch_id)
+        self.frontier.republish_stale()
+        return growth
+
+
+def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, FetchResult],
+           landed: LandedBatch) -> None:
+    report.skipped = sum(1 for i in items if i.url not in results)
+    for r in results.values():
+        report.bytes += len(r.body)
+        if r.disallowed:
+            report.disallowed += 1
+        elif r.not_modified:
+            report.not_modified += 1
+            report.fetched += 1
+        elif r.status is None or r.status >= 400:
+            report.failed += 1
+        else:
+            report.fetched += 1
+    report.new_versions = landed.new_versions
+    report.links = landed.links

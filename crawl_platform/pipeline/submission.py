@@ -1,0 +1,64 @@
+"""Turning what a user typed into a validated crawl request on the seeds topic.
+
+Shared by the CLI (``crawl-platform crawl``) and the Dagster Launchpad job, so both reject the
+same bad input with the same one-line message and nothing is enqueued when any seed is bad.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Sequence
+
+from crawl_platform.bus.base import Bus, BusError
+from crawl_platform.bus.messages import MAX_DEPTH_LIMIT, MAX_PAGES_LIMIT, CrawlRequest
+from crawl_platform.bus.publishing import publish_crawl_request
+from crawl_platform.urls import InvalidURLError, canonicalize, host_of
+
+_CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
+SCOPES = ("host", "domain", "any")
+
+
+def new_crawl_id(first_seed: str) -> str:
+    """A readable, unique id: ``<host>-<UTC time>-<4 hex>``."""
+    host = host_of(first_seed).replace(":", "_")
+    return f"{host}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:4]}"
+
+
+def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages: int = 10_000,
+                        max_depth: int = 10, scope: str = "host", *, allow: Sequence[str] = (),
+                        deny: Sequence[str] = (), max_pages_per_host: int = 0, user_agent: str = "",
+                        use_sitemaps: bool = False) -> CrawlRequest:
+    """Validate everything; raises :class:`InvalidURLError` or ValueError with a one-line reason."""
+    if not seeds:
+        raise InvalidURLError("give at least one seed URL")
+    canonical = [canonicalize(s) for s in seeds]
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+    if not 1 <= max_pages <= MAX_PAGES_LIMIT:
+        raise ValueError(f"max-pages must be between 1 and {MAX_PAGES_LIMIT}, not {max_pages}")
+    if not 0 <= max_depth <= MAX_DEPTH_LIMIT:
+        raise ValueError(f"max-depth must be between 0 and {MAX_DEPTH_LIMIT}, not {max_depth}")
+    if not 0 <= max_pages_per_host <= MAX_PAGES_LIMIT:
+        raise ValueError(f"max-pages-per-host must be between 0 and {MAX_PAGES_LIMIT}, not {max_pages_per_host}")
+    for pattern in (*allow, *deny):
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {err}") from None
+    if any(ch in user_agent for ch in "\r\n"):
+        raise ValueError("user agent must be one line")
+    crawl_id = crawl_id or new_crawl_id(canonical[0])
+    if not _CRAWL_ID.match(crawl_id):
+        raise ValueError(f"crawl id {crawl_id!r} must be 1-128 letters, digits or ._@:- (no spaces)")
+    return CrawlRequest(crawl_id, tuple(dict.fromkeys(canonical)), max_pages, max_depth,
+                        scope, time.time(), tuple(allow), tuple(deny), max_pages_per_host,  # type: ignore[arg-type]
+                        user_agent.strip(), use_sitemaps)
+
+
+def submit_crawl(bus: Bus, request: CrawlRequest) -> None:
+    """Put a validated crawl request on the seeds topic (raises BusError if the broker refuses)."""
+    bus.ensure_topics()
+    if not publish_crawl_request(bus, request):
+        raise BusError(f"the broker did not confirm crawl {request.crawl_id}")

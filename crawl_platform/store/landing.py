@@ -1,0 +1,167 @@
+"""Lands one fetched batch in DuckDB: versioned pages, documents, links and the batch's items.
+
+Called by the crawl batch after fetching and parsing; followed by :mod:`crawl_platform.frontier.frontier`,
+which reads what landed here to grow the frontier. One transaction per batch, Arrow bulk
+inserts, set-based versioning in SQL: a URL gets a new ``pages`` version only when its content
+hash differs from its latest version, so landing the same batch twice adds nothing, and a
+``304 Not Modified`` adds nothing either. The same transaction writes back what the fetcher
+learned about its hosts (robots.txt, adaptive delay) to the ``hosts`` table, and
+:func:`latest_validators` gives the next crawl the ETag/Last-Modified for conditional requests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.fetch.fetcher import FetchResult
+from crawl_platform.fetch.politeness import HostRecord
+from crawl_platform.parse.html import ParsedPage
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.hosts import save_hosts
+
+
+@dataclass(frozen=True)
+class LandedBatch:
+    new_versions: int
+    documents: int
+    links: int
+
+
+def content_hash(result: FetchResult) -> str:
+    """sha256 of what a page *is* for versioning: its status and body, or the kind of failure."""
+    digest = hashlib.sha256()
+    if result.status is None:
+        digest.update(b"error\n" + (result.error or "").split(":", 1)[0].encode())
+    else:
+        digest.update(f"{result.status}\n".encode())
+        digest.update(result.body)
+    return digest.hexdigest()
+
+
+def outcome_of(result: FetchResult | None) -> str:
+    """Frontier state a batch item ends in."""
+    if result is None:
+        return "skipped"
+    if result.disallowed:
+        return "disallowed"
+    if result.status is None or result.status >= 400:
+        return "failed"
+    return "fetched"  # a 304 too: the crawl has the page, in its latest version
+
+
+def latest_validators(con: Any, urls: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+    """(ETag, Last-Modified) of each URL's latest version, for URLs whose latest version is a 200
+    that sent one of them: what a recrawl puts in If-None-Match / If-Modified-Since."""
+    if not urls:
+        return {}
+    con.register("wanted_urls", pa.table({"url": list(urls)}))
+    rows = con.execute(
+        """SELECT url, etag, last_modified, status FROM pages WHERE url IN (SELECT url FROM wanted_urls)
+           QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1"""
+    ).fetchall()
+    con.unregister("wanted_urls")
+    return {url: (etag, modified) for url, etag, modified, status in rows
+            if status == 200 and (etag or modified)}
+
+
+def land_batch(
+    store: CrawlStore,
+    batch_id: str,
+    items: list[FrontierURL],
+    results: dict[str, FetchResult],
+    parsed: dict[str, ParsedPage],
+    hosts: Sequence[HostRecord] = (),
+) -> LandedBatch:
+    """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
+
+    ``hosts`` are what the fetcher learned about the batch's hosts (``Fetcher.host_records``).
+    """
+    crawl_of: dict[str, str] = {}
+    for item in items:
+        crawl_of.setdefault(item.url, item.crawl_id)
+    landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
+    hashes = {r.url: content_hash(r) for r in landable}
+    pages = pa.table({
+        "url": [r.url for r in landable],
+        "crawl_id": [crawl_of[r.url] for r in landable],
+        "status": pa.array([r.status for r in landable], pa.int32()),
+        "fetched_at": pa.array([r.fetched_at for r in landable], pa.timestamp("us")),
+        "content_hash": [hashes[r.url] for r in landable],
+        "content_type": pa.array([r.content_type for r in landable], pa.string()),
+        "final_url": [r.final_url for r in landable],
+        "error": pa.array([r.error for r in landable], pa.string()),
+        "content_length": pa.array([len(r.body) for r in landable], pa.int64()),
+        "elapsed_ms": pa.array([r.elapsed_ms for r in landable], pa.float64()),
+        "etag": pa.array([r.etag for r in landable], pa.string()),
+        "last_modified": pa.array([r.last_modified for r in landable], pa.string()),
+        "redirect_chain": pa.array([list(r.redirect_chain) for r in landable], pa.list_(pa.string())),
+        "charset": pa.array([p.charset if (p := parsed.get(r.url)) else None for r in landable], pa.string()),
+    })
+    docs = pa.table({
+        "url": list(parsed),
+        "title": pa.array([p.title for p in parsed.values()], pa.string()),
+        "text": [p.text for p in parsed.values()],
+    })
+    link_rows = [(url, dst, anchor) for url, page in parsed.items() for dst, anchor in page.links]
+    links = pa.table({
+        "url": [r[0] for r in link_rows],
+        "dst_url": [r[1] for r in link_rows],
+        "anchor_text": [r[2] for r in link_rows],
+    })
+    batch_items = pa.table({
+        "crawl_id": [i.crawl_id for i in items],
+        "url": [i.url for i in items],
+        "depth": pa.array([i.depth for i in items], pa.int32()),
+        "outcome": [outcome_of(results.get(i.url)) for i in items],
+    })
+    with store.write() as con:
+        con.register("inc_pages", pages)
+        inserted = con.execute(
+            """
+            INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
+                               final_url, batch_id, error, content_length, elapsed_ms, etag, last_modified,
+                               redirect_chain, charset)
+            SELECT i.url, i.crawl_id, coalesce(l.v, 0) + 1, i.status, i.fetched_at, i.content_hash,
+                   i.content_type, i.final_url, ?, i.error, i.content_length, i.elapsed_ms, i.etag,
+                   i.last_modified, i.redirect_chain, i.charset
+            FROM inc_pages i
+            LEFT JOIN (SELECT url, max(version) AS v, arg_max(content_hash, version) AS h
+                       FROM pages WHERE url IN (SELECT url FROM inc_pages) GROUP BY url) l USING (url)
+            WHERE l.h IS NULL OR l.h <> i.content_hash
+            RETURNING url, version
+            """,
+            [batch_id],
+        ).fetchall()
+        new_versions = pa.table({"url": [r[0] for r in inserted],
+                                 "version": pa.array([r[1] for r in inserted], pa.int32())})
+        con.register("new_versions", new_versions)
+        con.register("inc_docs", docs)
+        con.register("inc_links", links)
+        n_docs = con.execute(
+            """INSERT INTO documents SELECT d.url, n.version, d.title, d.text
+               FROM inc_docs d JOIN new_versions n USING (url)"""
+        ).fetchone()
+        n_links = con.execute(
+            """INSERT INTO links SELECT k.url, n.version, k.dst_url, k.anchor_text
+               FROM inc_links k JOIN new_versions n USING (url)"""
+        ).fetchone()
+        con.register("inc_items", batch_items)
+        con.execute("DELETE FROM batch_items WHERE batch_id = ?", [batch_id])
+        con.execute(
+            """INSERT INTO batch_items SELECT DISTINCT ON (crawl_id, url) ?, crawl_id, url, depth, outcome
+               FROM inc_items""",
+            [batch_id],
+        )
+        save_hosts(con, hosts, datetime.now(UTC).replace(tzinfo=None))
+    return LandedBatch(
+        new_versions=new_versions.num_rows,
+        documents=int(n_docs[0]) if n_docs else 0,
+        links=int(n_links[0]) if n_links else 0,
+    )

@@ -1,0 +1,87 @@
+"""What the Dagster instance must know about the crawl: run-queue limits, pools, executor config.
+
+The only module that knows how crawl politeness maps onto Dagster: one run tag per frontier
+partition, limited to one run at a time in ``dagster.yaml`` (so two runs never fetch one host),
+the single-writer pool of the landing and frontier steps, and the Celery executor's run config.
+The sensors tag runs with :data:`PARTITION_TAG_PREFIX`, the assets take :data:`DUCKDB_WRITER_POOL`,
+``crawl-platform up`` and the tests write the instance with :func:`write_instance_yaml`. It
+imports no Dagster, so the CLI pays nothing for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crawl_platform.config import Settings
+
+PARTITION_TAG_PREFIX = "crawl/frontier_p"
+DUCKDB_WRITER_POOL = "crawl_duckdb_writer"
+
+
+def partition_limits_yaml(partitions: int, indent: str = "      ") -> str:
+    """``tag_concurrency_limits`` entries: one run at a time per frontier partition."""
+    return "".join(f"{indent}- key: {PARTITION_TAG_PREFIX}{p}\n{indent}  limit: 1\n" for p in range(partitions))
+
+
+def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurrent_runs: int = 4,
+                        partitions: int = 8) -> Path:
+    """Write ``dagster.yaml``: queued runs, one run per frontier partition at a time, and one
+    DuckDB writer step at a time (the ``crawl_duckdb_writer`` pool)."""
+    home.mkdir(parents=True, exist_ok=True)
+    if postgres_url and postgres_url.startswith("postgresql://"):
+        # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; dagster-postgres needs psycopg2.
+        postgres_url = "postgresql+psycopg2://" + postgres_url.removeprefix("postgresql://")
+    storage = (f"storage:\n  postgres:\n    postgres_url: \"{postgres_url}\"\n" if postgres_url else "")
+    path = home / "dagster.yaml"
+    path.write_text(
+        f"""# Written by crawl-platform; edit freely, it is not overwritten.
+{storage}run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
+    # Launch queued runs side by side: a launch waits until the new run process has imported
+    # the code (seconds), so one at a time would start four runs one after another.
+    dequeue_use_threads: true
+    dequeue_num_workers: 4
+concurrency:
+  runs:
+    max_concurrent_runs: {max_concurrent_runs}
+    tag_concurrency_limits:
+      # One run per Kafka frontier partition at a time (a batch run carries one tag per partition
+      # it reads): a host's URLs live in one partition, so this holds per-host politeness across
+      # concurrent runs.
+{partition_limits_yaml(partitions)}  pools:
+    # Pools without a limit of their own; the only pool is {DUCKDB_WRITER_POOL} (landing and frontier
+    # steps): one DuckDB writer at a time across every run.
+    default_limit: 1
+    granularity: op
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 5
+  max_resume_run_attempts: 0
+  # A run whose worker died before it started is failed after this long (then retried).
+  start_timeout_seconds: 60
+  # A failed or killed run gives its pool slot back after this long.
+  free_slots_after_run_end_seconds: 15
+run_retries:
+  enabled: true
+  max_retries: 2
+sensors:
+  use_threads: true
+  num_workers: 4
+telemetry:
+  enabled: false
+"""
+    )
+    return path
+
+
+def celery_run_config(settings: Settings) -> dict[str, object]:
+    """Executor run config of the Celery job: a lost worker's task goes to another worker."""
+    return {"execution": {"config": {
+        "broker": settings.celery_broker,
+        "backend": settings.celery_backend,
+        "config_source": {"task_acks_late": True, "task_reject_on_worker_lost": True,
+                          "worker_prefetch_multiplier": 1, "task_default_queue": settings.celery_queue},
+    }}}

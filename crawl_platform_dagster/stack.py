@@ -1,0 +1,226 @@
+"""The embedded stack behind ``crawl-platform up`` and the Celery worker behind ``crawl-platform worker``.
+
+``up`` starts the broker, the Dagster daemon and webserver and the demo site, each process in its
+own process group with one environment (absolute paths, the broker address), writes a
+``dagster.yaml`` into ``DAGSTER_HOME`` when there is none (:mod:`crawl_platform_dagster.instance`),
+and on Ctrl-C or SIGTERM stops everything it started. The end-to-end tests use
+:class:`DagsterProcesses` from here too, so they run the platform the way a user does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker, port_open
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.cli.demo_site import DemoSite, SiteServer
+from crawl_platform.config import Settings
+from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform_dagster.instance import celery_run_config, write_instance_yaml
+
+
+class DagsterProcesses:
+    """``dagster-daemon`` and (optionally) ``dagster-webserver`` on this project's definitions."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path, webserver_port: int | None = 3000,
+                 workspace: Path | None = None) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.webserver_port = webserver_port
+        self.workspace = workspace
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _target(self) -> list[str]:
+        if self.workspace is not None and self.workspace.exists():
+            return ["-w", str(self.workspace)]
+        return ["-m", "crawl_platform_dagster.definitions"]
+
+    def start(self) -> DagsterProcesses:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        bin_dir = Path(sys.executable).parent
+        self._spawn("daemon", [str(bin_dir / "dagster-daemon"), "run", *self._target()])
+        if self.webserver_port:
+            self._spawn("webserver", [str(bin_dir / "dagster-webserver"), "-h", "127.0.0.1",
+                                      "-p", str(self.webserver_port), *self._target()])
+        return self
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
+        self.processes[name] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
+
+    def wait_webserver(self, timeout_s: float = 90.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.webserver_port and port_open("127.0.0.1", self.webserver_port):
+                return True
+            if any(p.poll() is not None for p in self.processes.values()):
+                return False
+            time.sleep(0.5)
+        return False
+
+    def dead(self) -> list[str]:
+        return [name for name, p in self.processes.items() if p.poll() is not None]
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.processes.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.processes.clear()
+        home = self.env.get("DAGSTER_HOME")
+        if home:
+            # The daemon's code servers and their run workers live in sessions of their own and
+            # could outlive it by their 20 s heartbeat timeout, or for good once orphaned.
+            for pid in instance_processes(home):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+# Code servers, run workers and their helpers; not Celery workers, which may serve other stacks.
+_INSTANCE_COMMANDS = (b"dagster\0api\0grpc", b"multiprocessing.spawn", b"multiprocessing.resource_tracker",
+                      b"watch_orphans.py")
+
+
+def instance_processes(dagster_home: str, commands: tuple[bytes, ...] = _INSTANCE_COMMANDS) -> list[int]:
+    """PIDs of Dagster processes (code servers, run workers, their helpers; or those whose command
+    line holds one of ``commands``) of the instance in ``dagster_home``, found by their
+    environment; never this process."""
+    wanted = f"DAGSTER_HOME={dagster_home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0") and any(c in cmdline for c in commands):
+            found.append(int(entry.name))
+    return found
+
+
+def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> Settings:
+    """Settings every child shares: absolute paths, so runs see the same files whatever their cwd."""
+    update: dict[str, object] = {
+        "dagster_home": settings.dagster_home.resolve(),
+        "duckdb_path": settings.duckdb_path.resolve(),
+        "handoff_dir": settings.handoff_dir.resolve(),
+    }
+    if embedded and "kafka_producer_config" not in settings.model_fields_set:
+        update["kafka_producer_config"] = EMBEDDED_PRODUCER_CONFIG
+    if allow_private and "allowed_networks" not in settings.model_fields_set:
+        update["allowed_networks"] = ["127.0.0.0/8"]  # the demo site is on loopback
+    return settings.model_copy(update=update)
+
+
+def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int = 0) -> int:
+    """Run everything in the foreground until Ctrl-C or SIGTERM; returns the exit code."""
+    if port_open("127.0.0.1", port):
+        print(f"crawl-platform: port {port} is in use (another Dagster webserver?); use --port", file=sys.stderr)
+        return 1
+    home = settings.dagster_home.resolve()
+    if not (home / "dagster.yaml").exists():
+        write_instance_yaml(home, partitions=settings.topic_partitions)
+    logs = home / "crawl-platform-logs"  # Dagster itself owns DAGSTER_HOME/logs
+    logs.mkdir(parents=True, exist_ok=True)
+    embedded = "kafka_bootstrap_servers" not in settings.model_fields_set
+    broker = None
+    if embedded:
+        host, _, default_port = settings.kafka_bootstrap_servers.rpartition(":")
+        broker = EmbeddedBroker(host, broker_port or int(default_port), log_path=logs / "broker.log").start()
+        print(f"embedded Kafka-wire broker (Tansu) on {broker.bootstrap_servers}, data in memory")
+        settings = settings.model_copy(update={"kafka_bootstrap_servers": broker.bootstrap_servers})
+    child_settings = stack_settings(settings, embedded, allow_private=demo_pages > 0)
+    workspace = Path.cwd() / "workspace.yaml"
+    dagster = DagsterProcesses({**os.environ, **child_settings.to_env()}, logs, port,
+                               workspace if workspace.exists() else None).start()
+    site: SiteServer | None = None
+    try:
+        print(f"starting Dagster (DAGSTER_HOME={home}, logs in {logs}) ...", flush=True)
+        if not dagster.wait_webserver():
+            print(f"crawl-platform: Dagster did not start; see {logs}", file=sys.stderr)
+            return 1
+        print(f"Dagster UI: http://127.0.0.1:{port}   DuckDB: {child_settings.duckdb_path}", flush=True)
+        if demo_pages:
+            site = _serve_and_submit_demo(child_settings, demo_pages)
+        print("crawl your own sites with `crawl-platform crawl URL`; Ctrl-C stops everything", flush=True)
+        return _supervise(dagster, logs)
+    finally:
+        print("stopping ...", flush=True)
+        dagster.stop()
+        if site is not None:
+            site.close()
+        if broker is not None:
+            broker.stop()
+
+
+def _serve_and_submit_demo(settings: Settings, pages: int) -> SiteServer:
+    site = DemoSite(n_pages=pages).serve()
+    request = build_crawl_request([site.base_url + "/"], crawl_id=f"demo-{int(time.time())}",
+                                  max_pages=pages * 2, max_depth=20)
+    submit_crawl(KafkaBus.from_settings(settings), request)
+    print(f"demo site on {site.base_url}; submitted crawl {request.crawl_id}", flush=True)
+    return site
+
+
+def _supervise(dagster: DagsterProcesses, logs: Path) -> int:
+    """Block until Ctrl-C / SIGTERM (0) or until a Dagster process dies (1)."""
+    stopping = False
+
+    def stop(_sig: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while not stopping:
+            dead = dagster.dead()
+            if dead:
+                print(f"crawl-platform: {', '.join(dead)} exited; see {logs}", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def celery_worker_argv(settings: Settings, concurrency: int, name: str | None = None) -> list[str]:
+    """Command line of a Dagster Celery worker for this platform (config written into DAGSTER_HOME)."""
+    home = settings.dagster_home.resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "celery.yaml"
+    config.write_text(json.dumps(celery_run_config(settings)))  # JSON is valid YAML
+    argv = [str(Path(sys.executable).parent / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
+            "-y", str(config), "-q", settings.celery_queue]
+    if name:
+        argv += ["--name", name]
+    return [*argv, "--", f"--concurrency={concurrency}"]
+
+
+def run_worker(settings: Settings, concurrency: int) -> int:
+    """A Celery worker in the foreground until Ctrl-C; it runs batch steps of crawl_batch_celery_job."""
+    env = {**os.environ, **settings.to_env()}
+    env["DAGSTER_HOME"] = str(settings.dagster_home.resolve())
+    env["CRAWL_DUCKDB_PATH"] = str(settings.duckdb_path.resolve())
+    # dagster-celery starts `celery` from PATH: make it this environment's.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    print(f"Celery worker on {settings.celery_broker} (concurrency {concurrency}); Ctrl-C stops it", flush=True)
+    try:
+        return subprocess.call(celery_worker_argv(settings, concurrency), env=env)
+    except KeyboardInterrupt:
+        return 0
