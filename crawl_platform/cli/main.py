@@ -24,7 +24,7 @@ from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.config import Settings
-from crawl_platform.frontier.frontier import CrawlStatus, Frontier
+from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, submit_crawl
 from crawl_platform.store.database import CrawlStore, StoreBusyError
 from crawl_platform.urls import InvalidURLError
@@ -131,16 +131,16 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
     print(f"submitted crawl {request.crawl_id} ({len(request.seeds)} seeds)")
     if not args.wait:
         return 0
-    return wait_for_crawl(Frontier(CrawlStore.from_settings(settings), KafkaBus.from_settings(settings)),
-                          request.crawl_id, args.timeout)
+    return wait_for_crawl(FrontierReadModel(CrawlStore.from_settings(settings)), request.crawl_id, args.timeout)
 
 
-def wait_for_crawl(frontier: Frontier, crawl_id: str, timeout_s: float = 0, poll_s: float = 1.0) -> int:
-    """Print progress until the crawl has no pending URL; 0 when done, 1 on timeout."""
+def wait_for_crawl(read_model: FrontierReadModel, crawl_id: str, timeout_s: float = 0, poll_s: float = 1.0) -> int:
+    """Print progress until the crawl has no pending URL; 0 when done, 1 on timeout. Reads the
+    store only, so it waits without a Kafka client."""
     started = time.monotonic()
     last_line = ""
     while True:
-        found = frontier.status(crawl_id)
+        found = read_model.status(crawl_id)
         if found and found[0].pending == 0:
             print(_line(found[0]), flush=True)
             return 0
@@ -165,7 +165,7 @@ def _status(settings: Settings, crawl_id: str | None) -> int:
     if not store.path.exists():
         print(f"no crawls yet ({store.path} does not exist)")
         return 0
-    rows = Frontier(store, KafkaBus.from_settings(settings)).status(crawl_id)
+    rows = FrontierReadModel(store).status(crawl_id)  # the store alone: no Kafka client
     if not rows:
         print(f"no crawl {crawl_id!r}" if crawl_id else "no crawls yet")
         return EXIT_USAGE if crawl_id else 0

@@ -22,6 +22,7 @@ import pyarrow as pa
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.fetch.politeness import HostRecord
+from crawl_platform.frontier.states import BatchOutcome
 from crawl_platform.parse.html import ParsedPage
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import save_hosts
@@ -45,15 +46,15 @@ def content_hash(result: FetchResult) -> str:
     return digest.hexdigest()
 
 
-def outcome_of(result: FetchResult | None) -> str:
-    """Frontier state a batch item ends in."""
+def outcome_of(result: FetchResult | None) -> BatchOutcome:
+    """How a batch item ends (``batch_items.outcome``): ``skipped`` when the run did not fetch it."""
     if result is None:
-        return "skipped"
+        return BatchOutcome.SKIPPED
     if result.disallowed:
-        return "disallowed"
+        return BatchOutcome.DISALLOWED
     if result.status is None or result.status >= 400:
-        return "failed"
-    return "fetched"  # a 304 too: the crawl has the page, in its latest version
+        return BatchOutcome.FAILED
+    return BatchOutcome.FETCHED  # a 304 too: the crawl has the page, in its latest version
 
 
 def latest_validators(con: Any, urls: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:

@@ -19,8 +19,10 @@ from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import CrawlRequest, decode_crawl_request
 from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.cli.main import main, wait_for_crawl
 from crawl_platform.config import Settings
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.frontier.read_model import FrontierReadModel
 
 
 def _cli(settings: Settings, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -193,6 +195,34 @@ def test_status_shows_a_registered_crawl(settings, store, bus):
     assert done.returncode == 0, done.stderr
     (row,) = [line for line in done.stdout.splitlines() if "status-check-1" in line]
     assert row.split("│")[2].strip() == "2"  # pending
+
+
+def test_status_with_an_unreachable_broker_answers_from_the_store(settings, store, bus):
+    Frontier(store, bus).register(CrawlRequest("no-broker", ("http://a.example/",), 10, 1, "host", time.time()))
+    done = _cli(settings, "status", "--crawl-id", "no-broker",
+                env={"KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    (row,) = [line for line in done.stdout.splitlines() if "no-broker" in line]
+    assert row.split("│")[2].strip() == "1"  # pending
+
+
+def test_status_and_wait_build_no_kafka_client(crawl_env, store, bus, monkeypatch, capsys):
+    Frontier(store, bus).register(CrawlRequest("no-client", ("http://a.example/",), 10, 0, "host", time.time()))
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{free_port()}")
+
+    def no_kafka(*args, **kwargs):
+        raise AssertionError("a read-only command built a Kafka client")
+
+    monkeypatch.setattr(KafkaBus, "__init__", no_kafka)
+    started = time.monotonic()
+    assert main(["status", "--crawl-id", "no-client"]) == 0
+    assert time.monotonic() - started < bus.timeout_s / 2  # at once, not after a Kafka timeout
+    assert wait_for_crawl(FrontierReadModel(store), "no-client", timeout_s=0.01, poll_s=0.01) == 1
+    out = capsys.readouterr()
+    assert "no-client" in out.out
+    assert "crawl no-client: running, pending 1" in out.out
+    assert "crawl no-client: still pending after 0s" in out.err
 
 
 def test_status_of_an_unknown_crawl_is_exit_2(settings, store):

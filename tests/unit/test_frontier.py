@@ -1,5 +1,6 @@
-"""The frontier (crawl_platform.frontier.frontier): registering crawls, expanding landed batches into new
-URLs, and re-publishing what the broker never confirmed; on a real DuckDB file and the embedded broker."""
+"""The frontier (crawl_platform.frontier): registering crawls, expanding landed batches into new URLs,
+re-publishing what the broker never confirmed, and the read model that needs no bus; on a real DuckDB
+file and the embedded broker."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.urls import InvalidURLError
 from tests.unit.crawl_rows import crawl_request, fetch_result, frontier_rows, land, page_html, topic_messages
 
@@ -185,3 +187,23 @@ def test_requeue_all_pending_publishes_every_unfinished_url(frontier, store, bus
     assert growth.published == 2
     published = [u.url for u in topic_messages(bus)]
     assert sorted(published) == sorted([*urls, urls[1], urls[2]])  # first pass, then the unfinished two
+
+
+# --- the read model ------------------------------------------------------------------------------------
+
+def test_read_model_answers_from_the_store_alone(frontier, store):
+    urls = ["http://a.example/1", "http://a.example/2"]
+    frontier.register(crawl_request("c1", *urls, max_depth=0))
+    land(store, "b1", [FrontierURL("c1", urls[0], 0)], [fetch_result(urls[0], page_html("One"))])
+    frontier.expand("b1")
+
+    reads = FrontierReadModel(store)
+    (status,) = reads.status("c1")
+    assert (status.pending, status.fetched) == (1, 1)
+    assert reads.status() == frontier.status() == [status]
+    assert reads.status("nope") == []
+    assert reads.known_crawls({"c1", "nope"}) == {"c1"}
+    assert (reads.batch_landed("b1"), reads.batch_landed("b2")) == (True, False)
+    assert reads.done_urls([FrontierURL("c1", u, 0) for u in urls]) == {("c1", urls[0])}
+    assert reads.orphaned_count(60) == 0  # queued just now: maybe still on its way
+    assert reads.orphaned_count(-60) == 1  # the fetched one is not orphaned

@@ -1,0 +1,139 @@
+"""Admission: which candidate URLs enter a crawl's frontier, each pass in one store transaction.
+
+A candidate enters when the crawl's scope, allow and deny patterns (:class:`crawl_platform.urls.CrawlScope`)
+and ``max_depth`` admit it, it is new to the crawl, and the crawl's ``max_pages`` and
+``max_pages_per_host`` leave room; shallower URLs go first, so a cap cuts the deepest ones.
+Candidates are a new crawl's seeds, the links of a landed batch (whose items the same
+transaction closes, so a crawl never looks finished while its links are being admitted), or
+URLs found elsewhere (sitemaps). Neighbours: :mod:`crawl_platform.store.landing` writes the
+links read here, :mod:`.state_store` inserts the admitted rows, and :mod:`.publisher` puts
+them on the bus after the transaction committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import duckdb
+import pyarrow as pa
+
+from crawl_platform.bus.messages import CrawlRequest, FrontierURL
+from crawl_platform.frontier.state_store import URLStateStore, utc_now
+from crawl_platform.frontier.states import BatchOutcome, sql_list
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.urls import CrawlScope, canonicalize, host_of
+
+# Items whose page's links are followed: an error page (a 404 with a body) has links too.
+LINK_OUTCOMES = (BatchOutcome.FETCHED, BatchOutcome.FAILED)
+
+# Within each crawl's page caps, new (crawl, url) pairs of the registered view ``candidates``,
+# shallowest first per crawl and per host.
+_ADMITTED_SQL = """
+    SELECT crawl_id, url, depth, host
+    FROM (SELECT capped.*,
+                 row_number() OVER (PARTITION BY crawl_id ORDER BY depth, url) AS rn
+          FROM (SELECT n.*, r.room
+                FROM (SELECT c.*,
+                             row_number() OVER (PARTITION BY c.crawl_id, c.host ORDER BY c.depth, c.url)
+                                 AS host_rn
+                      FROM (SELECT crawl_id, url, min(depth) AS depth, any_value(host) AS host
+                            FROM candidates GROUP BY crawl_id, url) c
+                      ANTI JOIN frontier f ON f.crawl_id = c.crawl_id AND f.url = c.url) n
+                JOIN (SELECT cr.crawl_id, cr.max_pages - count(f.url) AS room,
+                             coalesce(cr.max_pages_per_host, 0) AS per_host
+                      FROM crawls cr LEFT JOIN frontier f USING (crawl_id)
+                      WHERE cr.crawl_id IN (SELECT crawl_id FROM candidates)
+                      GROUP BY cr.crawl_id, cr.max_pages, cr.max_pages_per_host) r USING (crawl_id)
+                LEFT JOIN (SELECT crawl_id, host, count(*) AS used FROM frontier
+                           WHERE crawl_id IN (SELECT crawl_id FROM candidates)
+                           GROUP BY crawl_id, host) h ON h.crawl_id = n.crawl_id AND h.host = n.host
+                WHERE r.per_host = 0 OR n.host_rn + coalesce(h.used, 0) <= r.per_host) capped)
+    WHERE rn <= room
+"""
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """One pass's result: the URLs that entered (the caller publishes them) out of ``candidates``
+    in-scope candidates."""
+
+    urls: list[FrontierURL]
+    candidates: int
+
+
+class Admission:
+    """Admits URLs into crawls within their scope and caps; each method is one store transaction."""
+
+    def __init__(self, store: CrawlStore, states: URLStateStore) -> None:
+        self.store = store
+        self.states = states
+
+    def register(self, request: CrawlRequest) -> Admitted:
+        """Record a crawl and admit its (valid) seeds at depth 0; idempotent per crawl id."""
+        seeds = sorted({canonicalize(s) for s in request.seeds})
+        with self.store.write() as con:
+            con.execute(
+                """INSERT INTO crawls (crawl_id, seeds, scope, max_pages, max_depth, submitted_at,
+                                       registered_at, allow_patterns, deny_patterns, max_pages_per_host,
+                                       user_agent, use_sitemaps)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING""",
+                [request.crawl_id, seeds, request.scope, request.max_pages, request.max_depth,
+                 datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), utc_now(),
+                 list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
+                 request.user_agent, request.use_sitemaps],
+            )
+            admitted = self._admit(con, [(request.crawl_id, url, 0) for url in seeds])
+        return Admitted(admitted, len(seeds))
+
+    def expand(self, batch_id: str) -> Admitted:
+        """Admit the in-scope links of a landed batch and close its items, in one transaction."""
+        with self.store.write() as con:
+            rows = con.execute(
+                f"""
+                SELECT b.crawl_id, b.depth + 1, k.dst_url, c.scope, c.seeds, c.allow_patterns, c.deny_patterns
+                FROM batch_items b
+                JOIN crawls c USING (crawl_id)
+                JOIN (SELECT url, max(version) AS v FROM pages
+                      WHERE url IN (SELECT url FROM batch_items WHERE batch_id = $1) GROUP BY url) p
+                  ON p.url = b.url
+                JOIN links k ON k.src_url = b.url AND k.src_version = p.v
+                WHERE b.batch_id = $1 AND b.outcome IN {sql_list(LINK_OUTCOMES)} AND b.depth + 1 <= c.max_depth
+                """,
+                [batch_id],
+            ).fetchall()
+            scopes: dict[str, CrawlScope] = {}
+            candidates: list[tuple[str, str, int]] = []
+            for crawl_id, depth, url, scope, seeds, allow, deny in rows:
+                crawl_scope = scopes.get(crawl_id)
+                if crawl_scope is None:
+                    crawl_scope = scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny)
+                if crawl_scope.admits(url):
+                    candidates.append((crawl_id, url, depth))
+            admitted = self._admit(con, candidates)
+            self.states.close_batch(con, batch_id)
+        return Admitted(admitted, len(candidates))
+
+    def admit(self, crawl_id: str, urls: list[str], depth: int) -> Admitted:
+        """Admit already scope-checked URLs of a crawl at ``depth`` (e.g. from its sitemaps); the
+        crawl's page caps apply."""
+        candidates = [(crawl_id, url, depth) for url in urls]
+        with self.store.write() as con:
+            admitted = self._admit(con, candidates)
+        return Admitted(admitted, len(candidates))
+
+    def _admit(self, con: duckdb.DuckDBPyConnection, candidates: list[tuple[str, str, int]]) -> list[FrontierURL]:
+        """Insert new (crawl, url) pairs as ``discovered``, within each crawl's max_pages and
+        max_pages_per_host; shallower URLs first, so a cap cuts the deepest ones."""
+        if not candidates:
+            return []
+        table = pa.table({
+            "crawl_id": [c[0] for c in candidates],
+            "url": [c[1] for c in candidates],
+            "depth": pa.array([c[2] for c in candidates], pa.int32()),
+            "host": [host_of(c[1]) for c in candidates],
+        })
+        con.register("candidates", table)
+        admitted = self.states.insert_discovered(con, _ADMITTED_SQL)
+        con.unregister("candidates")
+        return admitted

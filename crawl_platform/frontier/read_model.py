@@ -1,0 +1,101 @@
+"""The frontier's read model: progress per crawl, and the questions a batch or sensor asks before acting.
+
+Read-only and bus-free: it needs only a :class:`~crawl_platform.store.database.CrawlStore`, so
+``crawl-platform status`` and ``crawl --wait`` build no Kafka client. It answers how far each
+crawl is (:class:`CrawlStatus`), which delivered URLs are already done (duplicate deliveries),
+whether a batch landed, which crawls exist, and how many URLs sit ``queued`` with nothing left to
+fetch them. Neighbours: :mod:`.state_store` and :mod:`.admission` write what this reads, the CLI
+and the Kafka sensors read through it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import pyarrow as pa
+
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.frontier.state_store import utc_now
+from crawl_platform.frontier.states import PENDING_STATES, URLState, sql_list, sql_literal
+from crawl_platform.store.database import CrawlStore
+
+
+@dataclass(frozen=True)
+class CrawlStatus:
+    crawl_id: str
+    pending: int
+    fetched: int
+    failed: int
+    disallowed: int
+    registered_at: datetime
+    last_update: datetime | None
+
+    @property
+    def pages_per_second(self) -> float:
+        done = self.fetched + self.failed
+        if not done or self.last_update is None:
+            return 0.0
+        seconds = (self.last_update - self.registered_at).total_seconds()
+        return done / seconds if seconds > 0 else 0.0
+
+
+_PENDING = sql_list(PENDING_STATES)
+
+_STATUS_SQL = f"""
+    SELECT c.crawl_id,
+           count(f.url) FILTER (WHERE f.state IN {_PENDING}),
+           count(f.url) FILTER (WHERE f.state = {sql_literal(URLState.FETCHED)}),
+           count(f.url) FILTER (WHERE f.state = {sql_literal(URLState.FAILED)}),
+           count(f.url) FILTER (WHERE f.state = {sql_literal(URLState.DISALLOWED)}),
+           c.registered_at,
+           max(f.updated_at) FILTER (WHERE f.state NOT IN {_PENDING})
+    FROM crawls c LEFT JOIN frontier f USING (crawl_id)
+    WHERE $1 IS NULL OR c.crawl_id = $1
+    GROUP BY c.crawl_id, c.registered_at ORDER BY c.registered_at
+"""
+
+
+class FrontierReadModel:
+    """Read-only questions about crawls and their frontier, answered from the store alone."""
+
+    def __init__(self, store: CrawlStore) -> None:
+        self.store = store
+
+    def status(self, crawl_id: str | None = None) -> list[CrawlStatus]:
+        """Every crawl in registration order (or only ``crawl_id``; empty when it is unknown)."""
+        return [CrawlStatus(*row) for row in self.store.query(_STATUS_SQL, [crawl_id])]
+
+    def orphaned_count(self, older_than_s: float) -> int:
+        """URLs ``queued`` for more than ``older_than_s``: when no batch run is in flight and the
+        topic has no unplanned messages, nothing will ever fetch them (their run failed for good,
+        or their message was lost), so they must be published again."""
+        return int(self.store.query(
+            f"SELECT count(*) FROM frontier WHERE state = {sql_literal(URLState.QUEUED)} AND updated_at < ?",
+            [utc_now() - timedelta(seconds=older_than_s)],
+        )[0][0])
+
+    def done_urls(self, items: list[FrontierURL]) -> set[tuple[str, str]]:
+        """The (crawl_id, url) pairs among ``items`` that the crawl already finished."""
+        if not items:
+            return set()
+        table = pa.table({"crawl_id": [i.crawl_id for i in items], "url": [i.url for i in items]})
+        with self.store.read() as con:
+            con.register("items", table)
+            rows = con.execute(
+                f"""SELECT f.crawl_id, f.url FROM frontier f JOIN items i USING (crawl_id, url)
+                   WHERE f.state NOT IN {_PENDING}"""
+            ).fetchall()
+        return {(c, u) for c, u in rows}
+
+    def batch_landed(self, batch_id: str) -> bool:
+        """True once the batch's landing transaction committed (its items are recorded)."""
+        return bool(self.store.query("SELECT count(*) FROM batch_items WHERE batch_id = ?", [batch_id])[0][0])
+
+    def known_crawls(self, crawl_ids: set[str]) -> set[str]:
+        """The ids among ``crawl_ids`` of crawls that were registered."""
+        if not crawl_ids:
+            return set()
+        rows = self.store.query("SELECT crawl_id FROM crawls WHERE list_contains(?, crawl_id)",
+                                [sorted(crawl_ids)])
+        return {r[0] for r in rows}

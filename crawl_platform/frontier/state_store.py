@@ -1,0 +1,108 @@
+"""The URL state store: every write to the ``frontier`` table, each a transition :mod:`.states` allows.
+
+It inserts admitted URLs as ``discovered``, marks the ones the broker acknowledged ``queued``, and
+closes a landed batch's items in their outcomes; it also lists the pending rows the publisher
+sends again. Methods that take a connection run inside the caller's transaction (admission's,
+which must admit links and close a batch at once); :meth:`URLStateStore.mark_queued` opens its
+own, after the publish. Neighbours: :mod:`.admission` decides which rows enter,
+:mod:`.publisher` reports the broker's acks here, :mod:`.read_model` reads what this writes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import duckdb
+import pyarrow as pa
+
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.frontier.states import (
+    CLOSED_STATES,
+    BatchOutcome,
+    URLState,
+    check_transition,
+    sources_of,
+    sql_list,
+    sql_literal,
+)
+from crawl_platform.store.database import CrawlStore
+
+
+def utc_now() -> datetime:
+    """Naive UTC: every timestamp in the store is UTC, whatever the machine's time zone."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class URLStateStore:
+    """The ``frontier`` table's rows: a URL's state in a crawl, changed only along allowed transitions."""
+
+    def __init__(self, store: CrawlStore) -> None:
+        self.store = store
+
+    def insert_discovered(self, con: duckdb.DuckDBPyConnection, admitted_sql: str) -> list[FrontierURL]:
+        """Insert the rows that ``admitted_sql`` selects (columns ``crawl_id, url, depth, host``, all
+        new to their crawl) as ``discovered``, in the caller's transaction; returns them, to publish."""
+        check_transition(None, URLState.DISCOVERED)
+        rows = con.execute(
+            f"""
+            INSERT INTO frontier (url, crawl_id, depth, state, discovered_at, host, updated_at)
+            SELECT url, crawl_id, depth, {sql_literal(URLState.DISCOVERED)}, $1, host, $1
+            FROM ({admitted_sql})
+            RETURNING crawl_id, url, depth
+            """,
+            [utc_now()],
+        ).fetchall()
+        return [FrontierURL(c, u, d) for c, u, d in rows]
+
+    def mark_queued(self, urls: list[FrontierURL], refresh_queued: bool = False) -> None:
+        """In a transaction of its own: the broker acknowledged ``urls``, so ``discovered`` ones
+        become ``queued``; with ``refresh_queued`` the ones already ``queued`` restart their clock
+        too (a re-publish, see :meth:`.read_model.FrontierReadModel.orphaned_count`)."""
+        if not urls:
+            return
+        sources = sources_of(URLState.QUEUED) if refresh_queued else (URLState.DISCOVERED,)
+        for source in sources:
+            check_transition(source, URLState.QUEUED)
+        table = pa.table({"crawl_id": [u.crawl_id for u in urls], "url": [u.url for u in urls]})
+        with self.store.write() as con:
+            con.register("confirmed", table)
+            con.execute(
+                f"""UPDATE frontier SET state = {sql_literal(URLState.QUEUED)}, updated_at = $1 FROM confirmed c
+                   WHERE frontier.crawl_id = c.crawl_id AND frontier.url = c.url
+                     AND frontier.state IN {sql_list(sources)}""",
+                [utc_now()],
+            )
+
+    def close_batch(self, con: duckdb.DuckDBPyConnection, batch_id: str) -> None:
+        """Close every item of a landed batch in its outcome (``skipped`` ones stay as they are), in
+        the caller's transaction. Items that never reached the frontier table (a producer outside
+        the platform) are recorded first, then every pending row of the batch is closed."""
+        for state in CLOSED_STATES:
+            check_transition(None, state)
+        skipped = sql_literal(BatchOutcome.SKIPPED)
+        con.execute(
+            f"""INSERT INTO frontier
+               SELECT b.url, b.crawl_id, b.depth, b.outcome, $2, split_part(b.url, '/', 3), $2, $1
+               FROM batch_items b JOIN crawls USING (crawl_id)
+               WHERE b.batch_id = $1 AND b.outcome <> {skipped}
+               ON CONFLICT DO NOTHING""",
+            [batch_id, utc_now()],
+        )
+        con.execute(
+            f"""UPDATE frontier SET state = b.outcome, batch_id = b.batch_id, updated_at = $2
+               FROM batch_items b
+               WHERE b.batch_id = $1 AND b.outcome <> {skipped} AND frontier.crawl_id = b.crawl_id
+                 AND frontier.url = b.url AND frontier.state IN {sql_list(sources_of(*CLOSED_STATES))}""",
+            [batch_id, utc_now()],
+        )
+
+    def urls_in(self, states: tuple[URLState, ...], updated_before: datetime | None = None) -> list[FrontierURL]:
+        """The URLs (of every crawl) in one of ``states``, optionally only those unchanged since
+        ``updated_before``: what the publisher sends again."""
+        sql = f"SELECT crawl_id, url, depth FROM frontier WHERE state IN {sql_list(states)}"
+        params: list[object] = []
+        if updated_before is not None:
+            sql += " AND updated_at < ?"
+            params.append(updated_before)
+        rows = self.store.query(sql, params or None)
+        return [FrontierURL(c, u, d) for c, u, d in rows]

@@ -1,0 +1,92 @@
+"""The states a URL goes through in a crawl's frontier, and every allowed transition, in one place.
+
+A URL's row in the ``frontier`` table is admitted ``discovered``, becomes ``queued`` once the broker
+acknowledged its message (a re-publish refreshes ``queued``), and is closed ``fetched``, ``failed``
+or ``disallowed`` when its batch is expanded; the closed states are final. A batch item
+(``batch_items.outcome``) ends in one of the closing states, or ``skipped`` when the run did not
+fetch it (a duplicate delivery), which leaves its frontier row alone. The values are the stored
+column values the README documents. Neighbours: :mod:`crawl_platform.frontier.state_store`
+applies these transitions in SQL, :mod:`crawl_platform.store.landing` picks each item's outcome,
+and the other frontier modules render their state filters from here with :func:`sql_list`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from types import MappingProxyType
+
+
+class URLState(StrEnum):
+    """State of one URL in one crawl (``frontier.state``)."""
+
+    DISCOVERED = "discovered"  # admitted, the broker has not acknowledged its message yet
+    QUEUED = "queued"  # on the frontier topic, waiting for a batch
+    FETCHED = "fetched"  # a response below 400 (a 304 too)
+    FAILED = "failed"  # an error status, or no response at all
+    DISALLOWED = "disallowed"  # robots.txt forbids it
+
+    @property
+    def pending(self) -> bool:
+        """True while the crawl still owes this URL a fetch."""
+        return self in PENDING_STATES
+
+    def can_become(self, target: URLState) -> bool:
+        return target in TRANSITIONS[self]
+
+
+PENDING_STATES: tuple[URLState, ...] = (URLState.DISCOVERED, URLState.QUEUED)
+CLOSED_STATES: tuple[URLState, ...] = (URLState.FETCHED, URLState.FAILED, URLState.DISALLOWED)
+
+# Which state each state may move to. ``None`` is "no row yet": a URL is admitted ``discovered``,
+# except an item of a batch that a producer outside the platform put on the topic, which is
+# recorded directly in its closing state.
+TRANSITIONS: Mapping[URLState | None, frozenset[URLState]] = MappingProxyType({
+    None: frozenset({URLState.DISCOVERED, *CLOSED_STATES}),
+    URLState.DISCOVERED: frozenset({URLState.QUEUED, *CLOSED_STATES}),  # broker ack, batch closed
+    URLState.QUEUED: frozenset({URLState.QUEUED, *CLOSED_STATES}),  # re-publish refresh, batch closed
+    URLState.FETCHED: frozenset(),
+    URLState.FAILED: frozenset(),
+    URLState.DISALLOWED: frozenset(),
+})
+
+
+class BatchOutcome(StrEnum):
+    """How one item of a landed batch ended (``batch_items.outcome``): a closing URL state, or
+    ``skipped``."""
+
+    FETCHED = URLState.FETCHED.value
+    FAILED = URLState.FAILED.value
+    DISALLOWED = URLState.DISALLOWED.value
+    SKIPPED = "skipped"  # not fetched by this run (a duplicate delivery): the URL's row stays as it is
+
+    @property
+    def closes_as(self) -> URLState | None:
+        """The state the item's URL is closed in when the batch is expanded; None for ``skipped``."""
+        return None if self is BatchOutcome.SKIPPED else URLState(self.value)
+
+
+class TransitionError(ValueError):
+    """A state change that :data:`TRANSITIONS` does not allow."""
+
+
+def check_transition(source: URLState | None, target: URLState) -> None:
+    """Raise :class:`TransitionError` unless a URL in ``source`` (None: no row yet) may become ``target``."""
+    if target not in TRANSITIONS[source]:
+        raise TransitionError(f"a URL cannot go from {source or 'no row'} to {target}")
+
+
+def sources_of(*targets: URLState) -> tuple[URLState, ...]:
+    """The states of existing rows that may become every one of ``targets``, in declaration order:
+    what an ``UPDATE ... WHERE state IN (...)`` making that change must match."""
+    return tuple(s for s in URLState if all(s.can_become(t) for t in targets))
+
+
+def sql_literal(value: StrEnum) -> str:
+    """A state or outcome as a SQL string literal (the values are our own identifiers, never input)."""
+    return f"'{value.value}'"
+
+
+def sql_list(values: Iterable[StrEnum]) -> str:
+    """States or outcomes as a SQL ``IN`` list: ``('discovered', 'queued')``."""
+    return f"({', '.join(sql_literal(v) for v in values)})"
