@@ -9,8 +9,9 @@ batch. A batch run fans out:
 ``fetch_shard`` steps run in parallel on a distributed executor; ``land_batch`` and ``frontier``
 are the only steps that write DuckDB, and they run in the ``crawl_duckdb_writer`` concurrency
 pool (limit 1, see ``dagster.yaml``), so one writer at a time across every run. The work is the
-engine's (:class:`crawl_platform.pipeline.batch.BatchCrawler`); this module maps it onto Dagster and
-reports its figures as metadata.
+engine's (:mod:`crawl_platform.pipeline.batch`: reader, shard fetcher, lander, expand), including
+what a retried or lost batch does; this module maps it onto Dagster steps and reports its figures
+as metadata.
 """
 
 from collections.abc import Iterator
@@ -37,11 +38,10 @@ from dagster import (
     op,
 )
 
-from crawl_platform.bus.base import BatchLostError
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.fetch.politeness import HostRecord
-from crawl_platform.pipeline.batch import BatchReport, PreparedBatch, ShardResult
+from crawl_platform.pipeline.batch import HandoffLostError, PreparedBatch, ShardResult, expand_batch
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, discard_runs
@@ -73,13 +73,9 @@ class BatchConfig(Config):
 def plan_batch(context: OpExecutionContext, config: BatchConfig,
                crawl: CrawlSettingsResource) -> Iterator[Output[PreparedBatch] | DynamicOutput[Shard]]:
     _epoch, ranges = parse_batch_key(context.partition_key)
-    try:
-        prepared = crawl.batch_crawler().prepare(context.partition_key, ranges, config.refetch_done)
-    except BatchLostError as err:
-        # Retrying cannot bring the messages back; the frontier sensor has asked for every pending
-        # URL to be re-published from DuckDB, so skipping loses nothing.
-        context.log.warning(str(err))
-        prepared = PreparedBatch(context.partition_key, [], [], [], BatchReport(context.partition_key), lost=str(err))
+    prepared = crawl.batch_reader().prepare(context.partition_key, ranges, config.refetch_done)
+    if prepared.lost:
+        context.log.warning(prepared.lost)
     shards = prepared.shards(config.shards, config.min_shard_urls)
     context.log.info(f"batch {context.partition_key}: {prepared.report.messages} messages, "
                      f"{len(prepared.requests)} to fetch in {len(shards)} shard(s)")
@@ -99,11 +95,11 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
     if shard is None:  # the handoff is gone because the batch already landed (see land_batch)
         return None
     requests, hosts = shard
-    crawler = crawl.batch_crawler()
+    fetcher = crawl.shard_fetcher()
     try:
-        result = crawler.fetch_shard(requests, hosts)
+        result = fetcher.fetch(requests, hosts)
     finally:
-        crawler.fetcher.close()
+        fetcher.close()
     context.log.info(f"shard of {len(requests)} URLs: fetch {result.seconds['fetch']:.2f} s, "
                      f"parse {result.seconds['parse']:.2f} s")
     return result
@@ -118,21 +114,18 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
 )
 def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepared: PreparedBatch | None,
                shards: list[ShardResult | None]) -> Iterator[Output[None]]:
-    crawler = crawl.batch_crawler()
-    if prepared is None or any(shard is None for shard in shards):
-        # A retry of a run killed after this step committed but before its success was recorded.
-        if not crawler.frontier.batch_landed(context.partition_key):
-            raise Failure(f"the handoff of batch {context.partition_key} is gone and it never landed: "
-                          "materialise the partition again to fetch it")
-        context.log.warning(f"batch {context.partition_key} had already landed; nothing to do")
+    try:
+        outcome = crawl.batch_lander().land_or_resume(context.partition_key, prepared, shards)
+    except HandoffLostError as err:
+        raise Failure(str(err)) from None
+    if outcome.report is None:
+        if outcome.already_landed:
+            context.log.warning(f"batch {context.partition_key} had already landed; nothing to do")
+        flag = "already_landed" if outcome.already_landed else "lost_batch"
         for key in ("pages", "documents", "links"):
-            yield Output(None, key, metadata={"already_landed": True})
+            yield Output(None, key, metadata={flag: True})
         return
-    if prepared.lost:
-        for key in ("pages", "documents", "links"):
-            yield Output(None, key, metadata={"lost_batch": True})
-        return
-    report = crawler.land(prepared, [s for s in shards if s is not None])
+    report = outcome.report
     context.log.info(f"batch {context.partition_key}: {report}")
     total = sum(report.seconds.values())
     yield Output(None, "pages", metadata={
@@ -185,14 +178,14 @@ def crawl_batch(crawls: None) -> dict[str, object]:
 )
 def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> MaterializeResult[None]:
     """Admit the batch's new in-scope links, close its items, publish to the frontier topic."""
-    crawler = crawl.batch_crawler()
-    growth = crawler.expand(context.partition_key)
-    # The batch landed and Dagster recorded it: its handoff between steps is no longer needed.
     run = context.dagster_run
-    discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
-    if growth.unconfirmed:
-        # The rows stay 'discovered' in DuckDB; failing makes the retry policy publish them again.
-        raise RuntimeError(f"the broker did not confirm {growth.unconfirmed} of {growth.admitted} new URLs")
+    try:
+        # Raises when the broker did not confirm every new URL: they stay 'discovered' in the
+        # store and are published again (the retry, or the next batch's republish of stale URLs).
+        growth = expand_batch(crawl.frontier(), context.partition_key)
+    finally:
+        # The batch landed and Dagster recorded it: its handoff between steps is no longer needed.
+        discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
     return MaterializeResult(metadata={
         "links_in_scope": growth.discovered,
         "new_urls": growth.admitted,

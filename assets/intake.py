@@ -20,7 +20,6 @@ from dagster import (
 from pydantic import Field
 
 from crawl_platform.bus.offsets import OffsetRange
-from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
@@ -45,7 +44,7 @@ def crawls(context: AssetExecutionContext, config: IntakeConfig,
         admitted += report.admitted
     requeued = 0
     if config.requeue_pending:
-        requeued = Frontier(crawl.store(), crawl.bus()).requeue_all_pending().published
+        requeued = crawl.frontier().requeue_all_pending().published
     context.log.info(f"registered {registered}, {admitted} seeds admitted, {requeued} URLs re-published")
     return MaterializeResult(metadata={
         "crawls_registered": len(registered),

@@ -31,11 +31,11 @@ from crawl_platform.bus.broker import (
     EmbeddedBroker,
 )
 from crawl_platform.bus.kafka import KafkaBus
-from crawl_platform.bus.offsets import batch_key, plan_batches
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.config import Settings
 from crawl_platform.pipeline.batch import BatchCrawler
 from crawl_platform.pipeline.intake import SeedIntake
+from crawl_platform.pipeline.loop import CrawlLoop, LoopPolicy
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.instance import write_instance_yaml
@@ -51,24 +51,14 @@ def first_row_after(store: CrawlStore, started: float, timeout: float = 300.0) -
 
 
 def run_engine(settings: Settings, seeds: list[str]) -> None:
+    """The engine's crawl loop in this process, one batch over every partition at a time (one
+    partition group): all hosts are fetched side by side."""
     bus = KafkaBus.from_settings(settings)
     bus.ensure_topics()
     submit_crawl(bus, build_crawl_request(seeds, crawl_id="bench", max_pages=10**7, max_depth=100))
-    intake, crawler = SeedIntake.from_settings(settings), BatchCrawler.from_settings(settings)
-    for r in plan_batches(bus.watermarks(settings.seeds_topic), {}, 10_000, 100).ranges:
-        intake.register(r)
-    cursor: dict[int, int] = {}
-    while True:
-        # One batch over every partition at a time (one group): all hosts are fetched side by side.
-        plan = plan_batches(bus.watermarks(settings.frontier_topic), cursor, settings.partition_batch_size(), 1000,
-                            groups=1)
-        if not plan.batches:
-            return
-        cursor = plan.cursor
-        for batch in plan.batches:
-            key = batch_key(0, batch)
-            crawler.fetch_and_land(key, batch, refetch_done=False)
-            crawler.expand(key)
+    crawler = BatchCrawler.from_settings(settings)
+    policy = LoopPolicy(settings.partition_batch_size(), max_runs_per_tick=1000, batch_groups=1)
+    CrawlLoop(bus, crawler, SeedIntake.from_settings(settings), policy).run_until_idle(max_turns=100_000)
 
 
 def main() -> None:

@@ -29,20 +29,20 @@ from crawl_platform.bus.broker import EmbeddedBroker
 RATE_HZ = 250
 # (function, file) -> step; the innermost match on a stack wins.
 STEPS = {
-    ("read_range", "bus.py"): "read batch from Kafka",
-    ("_fetch_requests", "crawl.py"): "per-batch DuckDB reads (crawls, validators, hosts)",
-    ("done_urls", "frontier.py"): "per-batch DuckDB reads (already done)",
-    ("known_crawls", "frontier.py"): "per-batch DuckDB reads (crawls)",
+    ("read_range", "kafka.py"): "read batch from Kafka",
+    ("_fetch_requests", "batch.py"): "per-batch DuckDB reads (crawls, validators, hosts)",
+    ("done_urls", "read_model.py"): "per-batch DuckDB reads (already done)",
+    ("known_crawls", "read_model.py"): "per-batch DuckDB reads (crawls)",
     ("fetch_all", "fetcher.py"): "fetch (waiting on the fetch worker)",
-    ("parse_html", "parser.py"): "parse",
+    ("parse_html", "html.py"): "parse",
     ("land_batch", "landing.py"): "land (one DuckDB transaction)",
-    ("expand", "frontier.py"): "frontier: select links, close items (DuckDB)",
-    ("_admit", "frontier.py"): "frontier: dedup and insert new URLs (DuckDB)",
-    ("_publish", "frontier.py"): "frontier: publish new URLs to Kafka",
-    ("republish_stale", "frontier.py"): "frontier: stale-URL scan (DuckDB)",
-    ("plan_batches", "batching.py"): "plan batches (watermarks)",
-    ("watermarks", "bus.py"): "plan batches (watermarks)",
-    ("register", "crawl.py"): "seed intake",
+    ("expand", "admission.py"): "frontier: select links, close items (DuckDB)",
+    ("_admit", "admission.py"): "frontier: dedup and insert new URLs (DuckDB)",
+    ("publish", "publisher.py"): "frontier: publish new URLs to Kafka",
+    ("republish_stale", "publisher.py"): "frontier: stale-URL scan (DuckDB)",
+    ("plan_batches", "offsets.py"): "plan batches (watermarks)",
+    ("watermarks", "kafka.py"): "plan batches (watermarks)",
+    ("register", "intake.py"): "seed intake",
     ("_find_and_load", "<frozen importlib._bootstrap>"): "interpreter start-up and imports",
 }
 

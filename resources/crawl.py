@@ -13,7 +13,10 @@ from dagster import ConfigurableResource
 
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.config import Settings
-from crawl_platform.pipeline.batch import BatchCrawler
+from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.frontier.read_model import FrontierReadModel
+from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader, ShardFetcher
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.store.database import CrawlStore
 
@@ -37,6 +40,22 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
 
     def store(self) -> CrawlStore:
         return CrawlStore.from_settings(self.settings())
+
+    def frontier(self) -> Frontier:
+        return Frontier(self.store(), self.bus())
+
+    def batch_reader(self) -> BatchReader:
+        settings = self.settings()
+        store = CrawlStore.from_settings(settings)
+        return BatchReader(KafkaBus.from_settings(settings), store, FrontierReadModel(store))
+
+    def shard_fetcher(self) -> ShardFetcher:
+        settings = self.settings()
+        return ShardFetcher(Fetcher.from_settings(settings), settings.parser)
+
+    def batch_lander(self) -> BatchLander:
+        store = self.store()
+        return BatchLander(store, FrontierReadModel(store).batch_landed)
 
     def batch_crawler(self) -> BatchCrawler:
         return BatchCrawler.from_settings(self.settings())

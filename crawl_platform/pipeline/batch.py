@@ -10,9 +10,10 @@ metadata. Its neighbour :mod:`crawl_platform.pipeline.intake` does the same for 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from crawl_platform.bus.base import Bus
+from crawl_platform.bus.base import BatchLostError, Bus
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import (
     DeadLetter,
@@ -26,6 +27,7 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
+from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.parse.html import ParsedPage, ParserEngine, parse_html
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
@@ -91,40 +93,47 @@ class PreparedBatch:
         return [h for h in self.hosts if h.origin in origins]
 
 
-class BatchCrawler:
-    """Fetch-parse-land for one offset range of the frontier topic."""
+class HandoffLostError(RuntimeError):
+    """A retried landing step found its inputs gone and the batch never landed; ``str(err)``
+    tells the operator to materialise the partition again."""
 
-    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml") -> None:
+
+@dataclass(frozen=True)
+class LandingOutcome:
+    """What a landing step did: landed the batch (``report``), found it had already landed (a
+    retry of a run killed after the commit), or had nothing to land (``lost``: the broker lost
+    the batch, whose URLs are published again from the store)."""
+
+    report: BatchReport | None
+    already_landed: bool = False
+    lost: str = ""
+
+
+class BatchReader:
+    """Reads a batch's offset ranges from the bus, dead-letters bad messages, and works out what
+    to fetch from the store (one short read); writes nothing to the store."""
+
+    def __init__(self, bus: Bus, store: CrawlStore, read_model: FrontierReadModel) -> None:
         self.bus = bus
         self.store = store
-        self.fetcher = fetcher
-        self.parser = parser
-        self.frontier = Frontier(store, bus)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> BatchCrawler:
-        return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
-                   Fetcher.from_settings(settings), settings.parser)
-
-    def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
-                       refetch_done: bool = True) -> BatchReport:
-        """Land the batch; with ``refetch_done`` False, URLs the crawl already finished are skipped
-        (a duplicate delivery), otherwise the whole batch is fetched again (a re-materialisation).
-
-        The three phases below are also what a Dagster run executes as separate steps:
-        :meth:`prepare`, then :meth:`fetch_shard` once per host shard (in parallel on a
-        distributed executor), then :meth:`land` with every shard's result."""
-        prepared = self.prepare(batch_id, offsets, refetch_done)
-        shard = self.fetch_shard(prepared.requests, prepared.hosts)
-        return self.land(prepared, [shard])
+        self.read_model = read_model
 
     def prepare(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                 refetch_done: bool = True) -> PreparedBatch:
-        """Read and decode the batch's messages (bad ones go to the dead-letter topic) and work
-        out what to fetch; reads DuckDB briefly and writes nothing there."""
+        """The decoded batch; with ``refetch_done`` False, URLs the crawl already finished are left
+        out (a duplicate delivery), otherwise the whole batch is fetched again (a
+        re-materialisation). A batch the broker no longer holds comes back empty with ``lost``
+        set: retrying cannot bring it back, and its URLs are re-published from the store once the
+        sensor sees the loss, so skipping it loses nothing."""
+        ranges = [offsets] if isinstance(offsets, OffsetRange) else list(offsets)
+        try:
+            return self._prepare(batch_id, ranges, refetch_done)
+        except BatchLostError as err:
+            return PreparedBatch(batch_id, [], [], [], BatchReport(batch_id), lost=str(err))
+
+    def _prepare(self, batch_id: str, ranges: list[OffsetRange], refetch_done: bool) -> PreparedBatch:
         report = BatchReport(batch_id)
         clock = time.perf_counter()
-        ranges = [offsets] if isinstance(offsets, OffsetRange) else list(offsets)
         items, letters = [], []
         for offset_range in ranges:
             records = self.bus.read_range(self.bus.frontier_topic, offset_range)
@@ -136,7 +145,7 @@ class BatchCrawler:
                 except (MessageDecodeError, InvalidURLError) as err:
                     letters.append(DeadLetter.for_payload(str(err), self.bus.frontier_topic, rec.partition,
                                                           rec.offset, rec.value or b""))
-        known = self.frontier.known_crawls({i.crawl_id for i in items})
+        known = self.read_model.known_crawls({i.crawl_id for i in items})
         for rec_item in [i for i in items if i.crawl_id not in known]:
             letters.append(DeadLetter.for_payload(f"unknown crawl {rec_item.crawl_id!r}",
                                                   self.bus.frontier_topic, -1, -1, rec_item.url.encode()))
@@ -144,50 +153,14 @@ class BatchCrawler:
         if letters:
             publish_dead_letters(self.bus, letters)
         report.dead_letters = len(letters)
-        done = set() if refetch_done else self.frontier.done_urls(items)
+        done = set() if refetch_done else self.read_model.done_urls(items)
         to_fetch = [i for i in items if (i.crawl_id, i.url) not in done]
         requests, hosts = self._fetch_requests(to_fetch)
         report.seconds["read"] = time.perf_counter() - clock
         return PreparedBatch(batch_id, items, requests, hosts, report)
 
-    def fetch_shard(self, requests: list[FetchRequest], hosts: list[HostRecord]) -> ShardResult:
-        """Fetch and parse one shard (whole hosts only, so a host's politeness stays here),
-        starting from what earlier runs learned about its hosts."""
-        self.fetcher.prime(hosts)
-        clock = time.perf_counter()
-        results = self.fetcher.fetch_all(requests)
-        fetch_s = time.perf_counter() - clock
-        # Parsed after the fetch, not page by page inside it: on one host without a delay,
-        # interleaving the two cost a third more CPU (measured with benchmarks/fetch_hosts.py).
-        clock = time.perf_counter()
-        parsed: dict[str, ParsedPage] = {
-            url: parse_html(r.body, r.final_url, r.content_type, self.parser)
-            for url, r in results.items() if r.is_html
-        }
-        parse_s = time.perf_counter() - clock
-        learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
-        return ShardResult(results, parsed, learned, {"fetch": fetch_s, "parse": parse_s})
-
-    def land(self, prepared: PreparedBatch, shards: list[ShardResult]) -> BatchReport:
-        """Write the batch in one DuckDB transaction: the only step of a batch that writes."""
-        report = prepared.report
-        results: dict[str, FetchResult] = {}
-        parsed: dict[str, ParsedPage] = {}
-        hosts: list[HostRecord] = []
-        for shard in shards:
-            results.update(shard.results)
-            parsed.update(shard.parsed)
-            hosts.extend(shard.hosts)
-            for phase, seconds in shard.seconds.items():
-                report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
-        clock = time.perf_counter()
-        landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts)
-        report.seconds["land"] = time.perf_counter() - clock
-        _count(report, prepared.items, results, landed)
-        return report
-
     def _fetch_requests(self, items: list[FrontierURL]) -> tuple[list[FetchRequest], list[HostRecord]]:
-        """What the fetcher needs to know per URL, read in one go (one short DuckDB read per batch):
+        """What the fetcher needs to know per URL, read in one go (one short read per batch):
         each crawl's User-Agent and scope, the validators of each page's latest version, and what
         earlier runs learned about the batch's hosts (which primes the fetchers)."""
         if not items:
@@ -214,11 +187,130 @@ class BatchCrawler:
             for i in items
         ], list(hosts.values())
 
+
+class ShardFetcher:
+    """Fetches and parses one shard of whole hosts; needs neither the bus nor the store."""
+
+    def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml") -> None:
+        self.fetcher = fetcher
+        self.parser = parser
+
+    def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord]) -> ShardResult:
+        """Fetch and parse one shard (whole hosts only, so a host's politeness stays here),
+        starting from what earlier runs learned about its hosts."""
+        self.fetcher.prime(hosts)
+        clock = time.perf_counter()
+        results = self.fetcher.fetch_all(requests)
+        fetch_s = time.perf_counter() - clock
+        # Parsed after the fetch, not page by page inside it: on one host without a delay,
+        # interleaving the two cost a third more CPU (measured with benchmarks/fetch_hosts.py).
+        clock = time.perf_counter()
+        parsed: dict[str, ParsedPage] = {
+            url: parse_html(r.body, r.final_url, r.content_type, self.parser)
+            for url, r in results.items() if r.is_html
+        }
+        parse_s = time.perf_counter() - clock
+        learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
+        return ShardResult(results, parsed, learned, {"fetch": fetch_s, "parse": parse_s})
+
+    def close(self) -> None:
+        self.fetcher.close()
+
+
+class BatchLander:
+    """Lands a batch in one store transaction: the only step of a batch that writes pages."""
+
+    def __init__(self, store: CrawlStore, batch_landed: Callable[[str], bool]) -> None:
+        self.store = store
+        self.batch_landed = batch_landed
+
+    def land(self, prepared: PreparedBatch, shards: list[ShardResult]) -> BatchReport:
+        report = prepared.report
+        results: dict[str, FetchResult] = {}
+        parsed: dict[str, ParsedPage] = {}
+        hosts: list[HostRecord] = []
+        for shard in shards:
+            results.update(shard.results)
+            parsed.update(shard.parsed)
+            hosts.extend(shard.hosts)
+            for phase, seconds in shard.seconds.items():
+                report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
+        clock = time.perf_counter()
+        landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts)
+        report.seconds["land"] = time.perf_counter() - clock
+        _count(report, prepared.items, results, landed)
+        return report
+
+    def land_or_resume(self, batch_id: str, prepared: PreparedBatch | None,
+                       shards: Sequence[ShardResult | None]) -> LandingOutcome:
+        """Land the batch, unless this is a retry whose inputs are gone (``None``): the handoff is
+        removed only after the batch landed, so then the batch landed already if its items are
+        recorded; if they are not, raises :class:`HandoffLostError`. A lost batch lands nothing."""
+        if prepared is None or any(shard is None for shard in shards):
+            if not self.batch_landed(batch_id):
+                raise HandoffLostError(f"the handoff of batch {batch_id} is gone and it never landed: "
+                                       "materialise the partition again to fetch it")
+            return LandingOutcome(None, already_landed=True)
+        if prepared.lost:
+            return LandingOutcome(None, lost=prepared.lost)
+        return LandingOutcome(self.land(prepared, [s for s in shards if s is not None]))
+
+
+class UnconfirmedURLsError(RuntimeError):
+    """The broker did not confirm some newly admitted URLs. They stay ``discovered`` in the store;
+    the step fails so that its retry publishes them again."""
+
+
+def expand_batch(frontier: Frontier, batch_id: str) -> FrontierGrowth:
+    """Grow the frontier from a landed batch's links, and re-publish URLs the broker dropped.
+    Raises :class:`UnconfirmedURLsError` when the broker did not confirm every new URL."""
+    growth = frontier.expand(batch_id)
+    frontier.republish_stale()
+    if growth.unconfirmed:
+        raise UnconfirmedURLsError(f"the broker did not confirm {growth.unconfirmed} of {growth.admitted} new URLs")
+    return growth
+
+
+class BatchCrawler:
+    """A whole batch in one process: :class:`BatchReader`, :class:`ShardFetcher` and
+    :class:`BatchLander` in a row, then :func:`expand_batch`. A Dagster run executes the same
+    parts as separate steps (the fetch shards in parallel on a distributed executor)."""
+
+    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml") -> None:
+        self.bus = bus
+        self.store = store
+        self.fetcher = fetcher
+        self.frontier = Frontier(store, bus)
+        read_model = FrontierReadModel(store)
+        self.reader = BatchReader(bus, store, read_model)
+        self.shard_fetcher = ShardFetcher(fetcher, parser)
+        self.lander = BatchLander(store, read_model.batch_landed)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BatchCrawler:
+        return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
+                   Fetcher.from_settings(settings), settings.parser)
+
+    def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
+                       refetch_done: bool = True) -> BatchReport:
+        """Read, fetch and land the batch (see :meth:`BatchReader.prepare` for ``refetch_done``)."""
+        prepared = self.prepare(batch_id, offsets, refetch_done)
+        if prepared.lost:
+            return prepared.report
+        return self.land(prepared, [self.fetch_shard(prepared.requests, prepared.hosts)])
+
+    def prepare(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
+                refetch_done: bool = True) -> PreparedBatch:
+        return self.reader.prepare(batch_id, offsets, refetch_done)
+
+    def fetch_shard(self, requests: list[FetchRequest], hosts: list[HostRecord]) -> ShardResult:
+        return self.shard_fetcher.fetch(requests, hosts)
+
+    def land(self, prepared: PreparedBatch, shards: list[ShardResult]) -> BatchReport:
+        return self.lander.land(prepared, shards)
+
     def expand(self, batch_id: str) -> FrontierGrowth:
-        """Grow the frontier from the batch's links; also re-publishes URLs the broker dropped."""
-        growth = self.frontier.expand(batch_id)
-        self.frontier.republish_stale()
-        return growth
+        return expand_batch(self.frontier, batch_id)
 
 
 def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, FetchResult],

@@ -4,13 +4,19 @@ and what the tables and the frontier topic hold afterwards."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
+from crawl_platform.bus.base import Bus
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import CrawlRequest, FrontierURL, decode_frontier_url
 from crawl_platform.bus.offsets import OffsetRange
-from crawl_platform.fetch.fetcher import FetchResult
+from crawl_platform.config import Settings
+from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.parse.html import parse_html
+from crawl_platform.pipeline.batch import BatchCrawler
+from crawl_platform.pipeline.intake import SeedIntake
+from crawl_platform.pipeline.loop import CrawlLoop, LoopPolicy, PlannedBatch
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.landing import land_batch
 
@@ -55,3 +61,15 @@ def land(store: CrawlStore, batch_id: str, items: list[FrontierURL], results: li
     by_url = {r.url: r for r in results}
     parsed = {r.url: parse_html(r.body, r.final_url, r.content_type) for r in results if r.is_html}
     return land_batch(store, batch_id, items, by_url, parsed)
+
+
+def crawl_loop(settings: Settings, bus: Bus, store: CrawlStore, fetcher: Fetcher | None = None, *,
+               batch_size: int = 0, groups: int = 0,
+               before_batch: Callable[[PlannedBatch], None] | None = None) -> CrawlLoop:
+    """The engine's crawl loop over the test's broker and store: loopback allowed, no politeness
+    delay, ``batch_size`` messages per partition (the settings' by default), ``groups`` partition
+    groups per batch (0: one partition a batch)."""
+    fetcher = fetcher or Fetcher(settings.user_agent, host_delay_s=0.0, allowed_networks=["127.0.0.0/8"])
+    policy = LoopPolicy(batch_size or settings.batch_size, max_runs_per_tick=100, batch_groups=groups)
+    return CrawlLoop(bus, BatchCrawler(bus, store, fetcher, "lxml"), SeedIntake(bus, store, fetcher), policy,
+                     before_batch)

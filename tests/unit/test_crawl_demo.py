@@ -1,35 +1,23 @@
-"""A whole crawl of the demo site at engine level (crawl_platform.pipeline.batch, no Dagster): exactly the
-expected pages land once, and max pages holds."""
+"""A whole crawl of the demo site with the engine's crawl loop (crawl_platform.pipeline.loop, no
+Dagster): exactly the expected pages land once, and max pages holds."""
 
 from __future__ import annotations
 
 import time
 
 from crawl_platform.bus.messages import CrawlRequest
-from crawl_platform.bus.offsets import batch_key, plan_batches
 from crawl_platform.cli.demo_site import DemoSite
-from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.frontier.frontier import Frontier
-from crawl_platform.pipeline.batch import BatchCrawler
-from tests.unit.crawl_rows import crawl_request, frontier_rows
+from tests.unit.crawl_rows import crawl_loop, crawl_request, frontier_rows
 
 
-def _run_crawl(settings, bus, store, request: CrawlRequest) -> BatchCrawler:
-    fetcher = Fetcher(settings.user_agent, host_delay_s=0.0, allowed_networks=["127.0.0.0/8"])
-    crawler = BatchCrawler(bus, store, fetcher, "lxml")
-    crawler.frontier.register(request)
-    cursor: dict[int, int] = {}
-    for _tick in range(200):
-        plan = plan_batches(bus.watermarks(bus.frontier_topic), cursor, settings.batch_size, max_batches=8)
-        cursor = plan.cursor
-        for offsets in plan.ranges:
-            key = batch_key(0, offsets)
-            report = crawler.fetch_and_land(key, offsets, refetch_done=False)
-            assert report.dead_letters == 0
-            crawler.expand(key)
-        if not plan.ranges and crawler.frontier.status(request.crawl_id)[0].pending == 0:
-            return crawler
-    raise AssertionError("the crawl did not finish")
+def _run_crawl(settings, bus, store, request: CrawlRequest) -> None:
+    loop = crawl_loop(settings, bus, store)
+    loop.crawler.frontier.register(request)
+    report = loop.run_until_idle(max_turns=200)
+    assert report.batches
+    assert all(r.dead_letters == 0 for r in report.batches)
+    assert loop.crawler.frontier.status(request.crawl_id)[0].pending == 0
 
 
 def test_crawl_of_the_demo_site_lands_exactly_the_expected_pages_once(settings, bus, store, site):

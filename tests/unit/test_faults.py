@@ -7,12 +7,14 @@ import textwrap
 from urllib.parse import urlsplit
 
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.bus.offsets import batch_key, parse_batch_key, plan_batches
+from crawl_platform.bus.offsets import parse_batch_key, plan_batches
 from crawl_platform.bus.publishing import publish_frontier
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.pipeline.batch import BatchCrawler
+from crawl_platform.pipeline.loop import PlannedBatch
 from crawl_platform.pipeline.submission import build_crawl_request
+from tests.unit.crawl_rows import crawl_loop
 
 
 def _batches(bus, topic, cursor):
@@ -108,32 +110,26 @@ def test_a_1000_page_crawl_with_every_message_twice_a_killed_landing_and_a_remat
         assert len(expected) > 1000
         Frontier(store, bus).register(build_crawl_request([server.base_url + "/"], crawl_id="big",
                                                           max_depth=100, max_pages=10**6))
-        crawler = BatchCrawler.from_settings(crawl_env)
-        cursor: dict[int, int] = {}
         duplicated: set[bytes] = set()
-        killed: str | None = None
-        landed: list[str] = []
-        skipped = 0
-        while True:
-            plan = plan_batches(bus.watermarks(topic), cursor, batch_size=150, max_batches=100, groups=2)
-            if not plan.batches:
-                break
-            cursor = plan.cursor
-            for batch in plan.batches:
-                key = batch_key(0, batch)
-                records = [r for offsets in batch for r in bus.read_range(topic, offsets)]
-                again = [(r.key, r.value) for r in records if r.value not in duplicated]
-                duplicated.update(v for _k, v in again)
-                assert all(bus.publish(topic, again))  # the broker delivers each message once more
-                if killed is None and len(records) > 10:
-                    died = subprocess.run([sys.executable, "-c", KILL_MID_LANDING, key],
-                                          capture_output=True, text=True, timeout=120, check=False)
-                    assert died.returncode == -9, died.stdout + died.stderr
-                    killed = key
-                skipped += crawler.fetch_and_land(key, batch, refetch_done=False).skipped
-                crawler.expand(key)
-                landed.append(key)
-        assert killed is not None
+        killed: list[str] = []
+
+        def faults(batch: PlannedBatch) -> None:
+            records = [r for offsets in batch.ranges for r in bus.read_range(topic, offsets)]
+            again = [(r.key, r.value) for r in records if r.value not in duplicated]
+            duplicated.update(v for _k, v in again)
+            assert all(bus.publish(topic, again))  # the broker delivers each message once more
+            if not killed and len(records) > 10:
+                died = subprocess.run([sys.executable, "-c", KILL_MID_LANDING, batch.key],
+                                      capture_output=True, text=True, timeout=120, check=False)
+                assert died.returncode == -9, died.stdout + died.stderr
+                killed.append(batch.key)
+
+        loop = crawl_loop(crawl_env, bus, store, batch_size=150, groups=2, before_batch=faults)
+        crawler = loop.crawler
+        batches = loop.run_until_idle().batches
+        landed = [report.batch_id for report in batches]
+        skipped = sum(report.skipped for report in batches)
+        assert killed
         assert skipped >= 1000  # the second copies arrived and were skipped, not fetched
         # The same partition materialised twice: refetched, and no new rows.
         rows = store.query("SELECT count(*) FROM pages")[0][0]
@@ -141,7 +137,7 @@ def test_a_1000_page_crawl_with_every_message_twice_a_killed_landing_and_a_remat
         crawler.expand(landed[1])
         assert store.query("SELECT count(*) FROM pages")[0][0] == rows
         rerun = {r[0] for r in store.query("SELECT url FROM batch_items WHERE batch_id IN (?, ?)",
-                                           [killed, landed[1]])}
+                                           [killed[0], landed[1]])}
         fetched_twice = {u for u in expected if server.request_count(urlsplit(u).path) > 1}
         # A redirect's target is requested once on its own and once through the redirect.
         targets = {r[0] for r in store.query("SELECT final_url FROM pages WHERE final_url <> url")}

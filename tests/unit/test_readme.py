@@ -19,3 +19,21 @@ def test_every_setting_is_documented_in_the_readme():
 def test_every_command_is_documented_in_the_readme():
     for command in ("crawl-platform up", "crawl-platform crawl", "crawl-platform status", "make run", "make test"):
         assert command in README
+
+
+def test_the_module_map_names_every_engine_and_dagster_module():
+    root = Path(__file__).resolve().parents[2]
+    modules = [p for p in (root / "crawl_platform").rglob("*.py") if p.name != "__init__.py"]
+    modules += [p for p in (root / "crawl_platform_dagster").glob("*.py") if p.name != "__init__.py"]
+    section = README[README.index("### Module map"):README.index("### Durability model")]
+    assert len(modules) > 40
+    assert [str(p.relative_to(root)) for p in modules if f"`{p.name}`" not in section] == []
+
+
+def test_only_the_two_crawl_platform_packages_are_installed():
+    import tomllib  # noqa: PLC0415
+
+    setup = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
+    tops = {name.split(".")[0] for name in setup["packages"]}
+    assert tops == {"crawl_platform", "crawl_platform_dagster"}
+    assert "py-modules" not in setup

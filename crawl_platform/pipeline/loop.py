@@ -1,0 +1,258 @@
+"""The crawl loop: what to run next, decided once, for the sensors and for in-process drivers alike.
+
+Each turn of the loop looks at a topic (its watermarks, the cursor of offsets already handed out,
+the topic's id) and at the run queue, and returns a plan: which offset-range batches to run, with
+the frontier partitions each one reads (one run per partition at a time is the only guarantee of
+politeness across runs), whether the broker lost its log (then the epoch goes up and every
+pending URL is published again from the store), how much backlog the full run queue held back,
+and whether to look for orphaned URLs. The planners (:func:`plan_frontier`, :func:`plan_seeds`)
+are pure; :func:`read_topic` gathers their input from a bus. The Dagster sensors
+(``sensors/kafka.py``) map a plan to ``RunRequest``s; :class:`CrawlLoop` runs the same plans in
+this process, for tests and benchmarks. Neighbours: :mod:`crawl_platform.bus.offsets` cuts the
+ranges, :mod:`crawl_platform.pipeline.batch` and :mod:`~crawl_platform.pipeline.intake` execute them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from crawl_platform.bus.base import Bus, BusError
+from crawl_platform.bus.offsets import (
+    Batch,
+    OffsetRange,
+    batch_key,
+    cursor_topic_id,
+    decode_cursor,
+    encode_cursor,
+    partitions_of,
+    plan_batches,
+)
+from crawl_platform.config import Settings
+from crawl_platform.pipeline.batch import BatchCrawler, BatchReport
+from crawl_platform.pipeline.intake import SeedIntake
+
+ORPHAN_AFTER_S = 60.0
+"""URLs queued this long, with nothing planned and no run in flight, are published again."""
+
+SEED_RANGE_SIZE = 10_000
+"""Most crawl requests one intake run registers per seeds partition."""
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """What one look at a topic saw, and the cursor the previous turn left."""
+
+    watermarks: dict[int, tuple[int, int]]
+    cursor: dict[int, int]
+    epoch: int
+    topic_id: str | None
+    recreated: bool = False  # the topic's id changed since the cursor was written
+
+
+@dataclass(frozen=True)
+class RunQueue:
+    """The orchestrator's run queue: batch runs waiting to start, and batch or intake runs in
+    flight (queued, starting or running)."""
+
+    waiting: int = 0
+    in_flight: int = 0
+
+
+@dataclass(frozen=True)
+class LoopPolicy:
+    """How big and how many: messages per partition per batch, batches per turn, the run-queue
+    depth at which no more are added (backpressure), and the partition groups a batch spans."""
+
+    batch_size: int
+    max_runs_per_tick: int = 16
+    max_queued_runs: int = 32
+    batch_groups: int = 4
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LoopPolicy:
+        return cls(settings.partition_batch_size(), settings.max_runs_per_tick, settings.max_queued_runs,
+                   settings.batch_groups)
+
+
+@dataclass(frozen=True)
+class PlannedBatch:
+    """One batch to run: its partition key (which names its offset ranges) and the frontier
+    partitions it reads. The orchestrator must never run two batches that share a partition at
+    the same time: a host's URLs all live in one partition, so that is what keeps a host polite
+    across runs."""
+
+    key: str
+    ranges: Batch
+
+    @property
+    def partitions(self) -> list[int]:
+        return partitions_of(self.ranges)
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """Publish every pending URL of every crawl again from the store (an intake run); ``key``
+    is its run key, so one loss asks once."""
+
+    key: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FrontierPlan:
+    """What to run for the frontier topic this turn; ``cursor`` is the encoded cursor to keep."""
+
+    batches: list[PlannedBatch]
+    requeues: list[Requeue]
+    cursor: str
+    epoch: int
+    backlog: int  # messages the full run queue held back
+    check_orphans: bool  # nothing planned, no backlog, nothing in flight: look for orphans
+
+    @property
+    def idle(self) -> bool:
+        return not self.batches and not self.requeues
+
+    @property
+    def skip_reason(self) -> str:
+        return "run queue full" if self.backlog else "no new frontier messages"
+
+    def with_orphans(self, orphaned: int, now: float) -> FrontierPlan:
+        """The plan once the caller counted the URLs queued over :data:`ORPHAN_AFTER_S` (only when
+        :attr:`check_orphans`): their run failed for good or the broker lost their message
+        without losing its log, so nothing will ever fetch them unless they are published again."""
+        if not self.check_orphans or orphaned <= 0:
+            return self
+        requeue = Requeue(f"requeue-orphans-{int(now)}",
+                          f"{orphaned} queued URLs have no batch run left to fetch them: re-publishing them")
+        return replace(self, requeues=[*self.requeues, requeue], check_orphans=False)
+
+
+@dataclass(frozen=True)
+class SeedsPlan:
+    """What to register from the seeds topic this turn (one intake run over ``range_keys``)."""
+
+    run_key: str | None
+    range_keys: list[str]
+    cursor: str
+    lost: bool  # the broker lost the seeds log: crawls submitted but not registered are gone
+
+
+def read_topic(bus: Bus, topic: str, raw_cursor: str | None) -> TopicState:
+    """The topic's watermarks and id, and the cursor's offsets and epoch. A missing topic (a
+    fresh or restarted memory-only broker) is created; a topic whose id differs from the one the
+    cursor was written for was created anew, even if new messages already refilled the old
+    offsets, so its cursor starts over. Raises :class:`BusError` when the broker is unreachable."""
+    try:
+        watermarks = bus.watermarks(topic)
+    except BusError:
+        bus.ensure_topics()
+        watermarks = bus.watermarks(topic)
+    topic_id = bus.topic_id(topic)
+    cursor, epoch = decode_cursor(raw_cursor)
+    known = cursor_topic_id(raw_cursor)
+    recreated = bool(known and topic_id and known != topic_id)
+    return TopicState(watermarks, {} if recreated else cursor, epoch, topic_id, recreated)
+
+
+def plan_frontier(topic: TopicState, queue: RunQueue, policy: LoopPolicy) -> FrontierPlan:
+    """Batches for the frontier topic's new offsets, as many as the run queue has room for; an
+    epoch bump and a requeue when the broker lost its log (a high watermark below the cursor, or
+    the topic created anew), so offsets a fresh broker reuses never collide with batches already
+    run and every URL the broker forgot is published again from the store."""
+    room = max(0, policy.max_queued_runs - queue.waiting)
+    cut = plan_batches(topic.watermarks, topic.cursor, policy.batch_size, min(room, policy.max_runs_per_tick),
+                       groups=policy.batch_groups)
+    epoch = topic.epoch
+    requeues: list[Requeue] = []
+    if cut.lost_partitions or topic.recreated:
+        epoch += 1
+        lost = ("the frontier topic was created anew" if topic.recreated
+                else f"frontier partitions {cut.lost_partitions}")
+        requeues.append(Requeue(f"requeue-e{epoch}", f"{lost} lost their log: re-publishing pending URLs"))
+    batches = [PlannedBatch(batch_key(epoch, ranges), ranges) for ranges in cut.batches]
+    check_orphans = not batches and not requeues and not cut.backlog and queue.in_flight == 0
+    return FrontierPlan(batches, requeues, encode_cursor(cut.cursor, epoch, topic.topic_id), epoch, cut.backlog,
+                        check_orphans)
+
+
+def plan_seeds(topic: TopicState) -> SeedsPlan:
+    """One intake run over every seeds partition's new offsets (crawl requests are few and small)."""
+    cut = plan_batches(topic.watermarks, topic.cursor, batch_size=SEED_RANGE_SIZE,
+                       max_batches=len(topic.watermarks))
+    lost = bool(cut.lost_partitions or topic.recreated)
+    epoch = topic.epoch + 1 if lost else topic.epoch
+    keys = [r.key for r in cut.ranges]
+    run_key = f"seeds-e{epoch}-" + "+".join(keys) if keys else None
+    return SeedsPlan(run_key, keys, encode_cursor(cut.cursor, epoch, topic.topic_id), lost)
+
+
+@dataclass
+class LoopReport:
+    """What :meth:`CrawlLoop.run_until_idle` did."""
+
+    turns: int = 0
+    crawls_registered: list[str] = field(default_factory=list)
+    batches: list[BatchReport] = field(default_factory=list)
+    requeued: int = 0
+
+
+class CrawlLoop:
+    """The crawl loop in this process: the same plans the sensors make, executed one batch after
+    another (the run queue is always empty here). For tests, benchmarks and scripts; a batch run
+    under Dagster executes exactly these calls, split into steps.
+
+    ``before_batch`` is called with each planned batch before it runs (tests inject faults there).
+    """
+
+    def __init__(self, bus: Bus, crawler: BatchCrawler, intake: SeedIntake, policy: LoopPolicy,
+                 before_batch: Callable[[PlannedBatch], None] | None = None) -> None:
+        self.bus = bus
+        self.crawler = crawler
+        self.intake = intake
+        self.policy = policy
+        self.before_batch = before_batch
+        self.seeds_cursor: str | None = None
+        self.frontier_cursor: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, before_batch: Callable[[PlannedBatch], None] | None = None,
+                      ) -> CrawlLoop:
+        crawler = BatchCrawler.from_settings(settings)
+        return cls(crawler.bus, crawler, SeedIntake.from_settings(settings), LoopPolicy.from_settings(settings),
+                   before_batch)
+
+    def turn(self, report: LoopReport) -> bool:
+        """One turn over the seeds and frontier topics; False when it found nothing to do."""
+        busy = False
+        seeds = plan_seeds(read_topic(self.bus, self.bus.seeds_topic, self.seeds_cursor))
+        self.seeds_cursor = seeds.cursor
+        for key in seeds.range_keys:
+            registered = self.intake.register(OffsetRange.parse(key))
+            report.crawls_registered += registered.crawls
+            busy = True
+        plan = plan_frontier(read_topic(self.bus, self.bus.frontier_topic, self.frontier_cursor), RunQueue(),
+                             self.policy)
+        self.frontier_cursor = plan.cursor
+        if plan.check_orphans:
+            plan = plan.with_orphans(self.crawler.frontier.orphaned_count(ORPHAN_AFTER_S), 0.0)
+        for _requeue in plan.requeues:
+            report.requeued += self.crawler.frontier.requeue_all_pending().published
+            busy = True
+        for batch in plan.batches:
+            if self.before_batch is not None:
+                self.before_batch(batch)
+            report.batches.append(self.crawler.fetch_and_land(batch.key, batch.ranges, refetch_done=False))
+            self.crawler.expand(batch.key)
+            busy = True
+        return busy
+
+    def run_until_idle(self, max_turns: int = 1_000) -> LoopReport:
+        """Turn until a turn finds nothing to do; raises RuntimeError after ``max_turns``."""
+        report = LoopReport()
+        while report.turns < max_turns:
+            report.turns += 1
+            if not self.turn(report):
+                return report
+        raise RuntimeError(f"the crawl loop still had work after {max_turns} turns")
