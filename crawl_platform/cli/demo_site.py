@@ -4,26 +4,25 @@
 spanning tree plus random extra links, robots-disallowed `/private/<k>` pages, a 404 (`/missing`), a 301
 (`/old-home` -> `/page/1`), a non-HTML `/data.json` and off-site/mailto/javascript links -- and knows the
 exact set of URLs a correct host-scoped crawler must land (`expected_urls`). `SiteServer` serves it on
-127.0.0.1 from pre-rendered bytes with HTTP/1.1 keep-alive and records every request. The platform crawls
-it as its bundled demo site on first start; the end-to-end tests and the benchmarks crawl it as a target
-whose answer is known in advance. Nothing here knows about the crawler or the store.
+127.0.0.1 from pre-rendered bytes with HTTP/1.1 keep-alive and records every request (its lifecycle and
+request log are `recording_server.RecordingServer`). The platform crawls it as its bundled demo site on
+first start; the end-to-end tests and the benchmarks crawl it as a target whose answer is known in advance.
+Nothing here knows about the crawler or the store.
 """
 
 from __future__ import annotations
 
-import contextlib
 import html
 import json
 import random
-import socket
-import sys
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from functools import partial
+from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit
+
+from crawl_platform.cli.recording_server import RecordingHandler, RecordingHTTPServer, RecordingServer
 
 OFFSITE_HOST = "127.0.0.2"
 PRIVATE_PREFIX = "/private/"
@@ -239,89 +238,35 @@ def _head(status: int, content_type: str, length: int, location: str | None = No
     return ("\r\n".join(lines) + "\r\n").encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Head and body go out in one write; without TCP_NODELAY keep-alive still risks 40 ms delayed-ACK stalls.
-    disable_nagle_algorithm = True
-    server: _Server
+class _Handler(RecordingHandler):
+    server: RecordingHTTPServer[RequestRecord]
 
-    def setup(self) -> None:
-        super().setup()
-        with self.server.lock:
-            self.server.connections.add(self.connection)
+    def __init__(self, site: DemoSite, *args: Any) -> None:
+        self.site = site  # set first: the base class answers the request inside __init__
+        super().__init__(*args)
 
-    def finish(self) -> None:
-        with self.server.lock:
-            self.server.connections.discard(self.connection)
-        super().finish()
-
-    def do_GET(self) -> None:
+    def do_GET(self) -> None:  # noqa: N802 -- http.server dispatches on this name
         self._respond(send_body=True)
 
-    def do_HEAD(self) -> None:
+    def do_HEAD(self) -> None:  # noqa: N802 -- http.server dispatches on this name
         self._respond(send_body=False)
 
     def _respond(self, send_body: bool) -> None:
         started = time.monotonic()
-        head, data, status = self.server.site._response(self.path.split("?", 1)[0])
+        head, data, status = self.site._response(self.path.split("?", 1)[0])
         end = b"Connection: close\r\n\r\n" if self.close_connection else b"\r\n"
         self.wfile.write(head + end + data if send_body else head + end)
-        record = RequestRecord(self.path, started, time.monotonic(), status, self.client_address[1])
-        with self.server.lock:
-            self.server.records.append(record)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass  # per-request stderr lines would dominate benchmark time and flood test output
+        self.server.record(RequestRecord(self.path, started, time.monotonic(), status, self.client_address[1]))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # benchmarks open many connections at once; the default 5 drops SYNs
+class SiteServer(RecordingServer[RequestRecord]):
+    """A DemoSite served on a daemon thread; use as a context manager or call close().
 
-    def __init__(self, address: tuple[str, int], site: DemoSite) -> None:
-        super().__init__(address, _Handler)
-        self.site = site
-        self.lock = threading.Lock()
-        self.records: list[RequestRecord] = []
-        self.connections: set[socket.socket] = set()
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        # Clients hanging up mid-response (crawler timeouts, benchmark teardown) are normal, not tracebacks.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)  # type: ignore[arg-type]
-
-
-class SiteServer:
-    """A DemoSite served on a daemon thread; use as a context manager or call close()."""
+    Each request is recorded just after it was answered; ``requests`` and ``request_count`` read the log.
+    """
 
     def __init__(self, site: DemoSite, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(partial(_Handler, site), host, port, name="demo-site")
         self.site = site
-        self._server = _Server((host, port), site)
-        self.port: int = int(self._server.socket.getsockname()[1])
-        self.base_url = f"http://{host}:{self.port}"
-        self.requests: list[RequestRecord] = self._server.records
-        site._bind(host, self.port)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"demo-site-{self.port}", daemon=True)
-        self._thread.start()
-
-    def request_count(self, path: str) -> int:
-        with self._server.lock:
-            return sum(1 for r in self.requests if r.path == path)
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        # Idle keep-alive connections would otherwise go on being served after close().
-        with self._server.lock:
-            for conn in list(self._server.connections):
-                with contextlib.suppress(OSError):  # already closed by the client
-                    conn.shutdown(socket.SHUT_RDWR)
-        self._thread.join()
-
-    def __enter__(self) -> SiteServer:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
+        site._bind(host, self.port)  # absolute and off-site links name the port before any page is served
+        self.start()

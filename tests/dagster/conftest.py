@@ -1,5 +1,7 @@
 """Fixtures of the Dagster-layer tests: an ephemeral instance and the resources Definitions binds."""
 
+from collections.abc import Iterator
+
 import pytest
 from dagster import DagsterInstance
 
@@ -12,6 +14,7 @@ RESOURCES = {"crawl": CrawlSettingsResource(), "crawl_store": CrawlStoreResource
 
 
 @pytest.fixture
-def instance():
+def instance() -> Iterator[DagsterInstance]:
+    """An in-memory instance of the test's own: its runs, events and dynamic partitions vanish with it."""
     with DagsterInstance.ephemeral() as inst:
         yield inst

@@ -28,7 +28,6 @@ from dagster import (
     DynamicPartitionsDefinition,
     MaterializeResult,
     define_asset_job,
-    instance_for_test,
     materialize,
     multi_asset,
 )
@@ -110,11 +109,10 @@ def db_path(tmp_path: Path) -> str:
     return path
 
 
-@pytest.fixture
-def instance() -> Iterator[DagsterInstance]:
-    with instance_for_test() as instance:
-        instance.add_dynamic_partitions("frontier_batches", [GOOD, BAD])
-        yield instance
+@pytest.fixture(autouse=True)
+def _both_batches_are_partitions(instance: DagsterInstance) -> None:
+    """The shared ephemeral ``instance`` (tests/dagster/conftest.py) knows both batches as partitions."""
+    instance.add_dynamic_partitions("frontier_batches", [GOOD, BAD])
 
 
 def run_batch(batch: str, db_path: str, instance: DagsterInstance) -> dict[str, AssetCheckEvaluation]:

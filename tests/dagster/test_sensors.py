@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, build_sensor_context, validate_run_config
 from dagster._core.test_utils import create_run_for_test
 
@@ -14,12 +13,6 @@ from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.definitions import defs
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.sensors.kafka import frontier_sensor, seeds_sensor
-
-
-@pytest.fixture
-def instance():
-    with DagsterInstance.ephemeral() as inst:
-        yield inst
 
 
 def _tick(sensor, instance, cursor=None) -> SensorResult:

@@ -1,13 +1,22 @@
-"""Fixtures shared by the fetch-layer tests: the hostile site, and a fetcher allowed on loopback."""
+"""Fixtures and helpers shared by the fetch-layer tests: the hostile site, the User-Agent the tests
+crawl as, a fetcher allowed on loopback, the error a closed port lands with, and the frontier over a
+test's store and broker."""
 
+import errno
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.politeness import HostPacer
 from crawl_platform.frontier.frontier import Frontier
-from tests.hostile_site import HostileSite
+from tests.sites.hostile import HostileSite
+
+AGENT = "crawl-platform-test/1.0"
+# What a URL lands with when its host's robots.txt answered 5xx or not at all (RFC 9309: stay away).
+UNREACHABLE = "robots.txt unreachable (server error or network failure): host skipped until it answers"
 
 
 @pytest.fixture
@@ -16,11 +25,28 @@ def hostile() -> Iterator[HostileSite]:
         yield site
 
 
-def loopback_fetcher(agent: str, **overrides: Any) -> Fetcher:
-    """A fetcher for tests: 127.0.0.1 allowed, no politeness delay, short timeouts."""
+def loopback_fetcher(agent: str = AGENT, *, pacer: HostPacer | None = None, **overrides: Any) -> Fetcher:
+    """A fetcher for tests: 127.0.0.1 allowed, no politeness delay, short timeouts.
+
+    ``overrides`` are `Fetcher` arguments; ``pacer`` replaces the `HostPacer` they build, for gaps
+    those arguments cannot set (a throttle step, a decay).
+    """
     options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
                "read_timeout_s": 5.0} | overrides
-    return Fetcher(agent, **options)
+    fetcher = Fetcher(agent, **options)
+    if pacer is not None:
+        fetcher.pacer = pacer
+    return fetcher
+
+
+def connection_refused(port: int, attempts: int) -> re.Pattern[str]:
+    """The error a URL on 127.0.0.1:``port``, where nothing listens, lands with after ``attempts``
+    tries: urllib3's refusal naming that port, then the fetcher's count of attempts."""
+    tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+    return re.compile(
+        rf"ConnectionError: GuardedHTTPPool\(host='127\.0\.0\.1', port={port}\): Max retries exceeded .*"
+        rf"Failed to establish a new connection: \[Errno {errno.ECONNREFUSED}\] Connection refused.*"
+        rf" \(gave up after {tries}\)")
 
 
 @pytest.fixture

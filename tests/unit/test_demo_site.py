@@ -212,5 +212,5 @@ def test_close_stops_serving_even_idle_keep_alive_connections(site: DemoSite) ->
 def test_invalid_arguments() -> None:
     with pytest.raises(ValueError, match="n_pages"):
         DemoSite(1)
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match=r"^'/missing'$"):  # a 404 has no 200 body
         DemoSite(5).body("/missing")

@@ -10,28 +10,22 @@ import pytest
 
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.fetch.fetcher import Fetcher, FetchResult
-from crawl_platform.fetch.politeness import HostPacer, origin_of
+from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.retry import RetryPolicy
 from crawl_platform.parse.html import parse_html
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.landing import land_batch, latest_validators
-from tests.hostile_site import CP1251_TEXT, GB18030_TEXT, dead_port, html_page
+from tests.sites import dead_port
+from tests.sites.hostile import CP1251_TEXT, GB18030_TEXT, html_page
+from tests.unit.conftest import UNREACHABLE, loopback_fetcher
 
-AGENT = "crawl-platform-test/1.0"
-UNREACHABLE = "robots.txt unreachable (server error or network failure): host skipped until it answers"
+# A failure lands after two quick attempts, and no adaptive politeness gap slows the test down.
+LANDING = {"retry": RetryPolicy(max_attempts=2, backoff_s=0.01), "max_host_delay_s": 0.0}
 
 
 @pytest.fixture
 def db(tmp_path) -> CrawlStore:
     return CrawlStore(tmp_path / "crawl.duckdb")
-
-
-def _fetcher(**overrides) -> Fetcher:
-    options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
-               "read_timeout_s": 5.0, "retry": RetryPolicy(max_attempts=2, backoff_s=0.01)} | overrides
-    fetcher = Fetcher(AGENT, **options)
-    fetcher.pacer = HostPacer(0.0, max_delay_s=0.0)
-    return fetcher
 
 
 def _land(db: CrawlStore, fetcher: Fetcher, urls: list[str], engine: str = "lxml") -> None:
@@ -51,7 +45,7 @@ def _documents(db: CrawlStore) -> dict[str, tuple[str | None, str | None, str]]:
 @pytest.mark.parametrize("engine", ["lxml", "bs4"])
 def test_awkward_encodings_land_as_readable_text_with_their_charset(hostile, db, engine):
     kinds = ["gb18030", "meta", "undeclared", "broken", "bogus-label"]
-    _land(db, _fetcher(), [hostile.url(f"/enc/{k}") for k in kinds], engine)
+    _land(db, loopback_fetcher(**LANDING), [hostile.url(f"/enc/{k}") for k in kinds], engine)
     docs = {url.rsplit("/", 1)[1]: doc for url, doc in _documents(db).items()}
     assert docs["gb18030"] == ("gb18030", "中文", GB18030_TEXT)  # labelled gb2312, needs GB18030
     assert docs["meta"] == ("cp1251", "Кириллица", CP1251_TEXT)  # only the meta tag says so
@@ -65,7 +59,7 @@ def test_awkward_encodings_land_as_readable_text_with_their_charset(hostile, db,
 
 @pytest.mark.parametrize("engine", ["lxml", "bs4"])
 def test_malformed_html_lands_with_its_text_and_links(hostile, db, engine):
-    _land(db, _fetcher(), [hostile.url("/malformed")], engine)
+    _land(db, loopback_fetcher(**LANDING), [hostile.url("/malformed")], engine)
     ((_, title, text),) = _documents(db).values()
     assert title == "Malformed"
     assert text.startswith("Unclosed first link second")
@@ -77,7 +71,7 @@ def test_malformed_html_lands_with_its_text_and_links(hostile, db, engine):
 def test_failures_land_as_rows_with_their_error(hostile, db):
     dead = f"http://127.0.0.1:{dead_port()}/gone"
     urls = [hostile.url(p) for p in ("/trickle", "/huge", "/loop/a", "/status/503")] + [dead]
-    _land(db, _fetcher(deadline_s=0.5, max_body_bytes=64 * 1024), urls)
+    _land(db, loopback_fetcher(**LANDING, deadline_s=0.5, max_body_bytes=64 * 1024), urls)
     rows = {url: (status, error) for url, status, error in db.query("SELECT url, status, error FROM pages")}
     assert rows[hostile.url("/trickle")] == (None, "deadline exceeded: no complete response within 0.5s")
     assert rows[hostile.url("/huge")] == (None, "body larger than 65536 bytes")
@@ -93,7 +87,7 @@ def test_failures_land_as_rows_with_their_error(hostile, db):
 
 
 def test_a_type_off_the_allow_list_is_recorded_but_not_parsed(hostile, db):
-    _land(db, _fetcher(), [hostile.url("/pdf"), hostile.url("/page/1")])
+    _land(db, loopback_fetcher(**LANDING), [hostile.url("/pdf"), hostile.url("/page/1")])
     rows = db.query("SELECT url, status, content_type, content_length, error FROM pages ORDER BY url")
     assert rows == [
         (hostile.url("/page/1"), 200, "text/html; charset=utf-8", len(html_page("Page 1", "/page/2")), None),
@@ -104,7 +98,7 @@ def test_a_type_off_the_allow_list_is_recorded_but_not_parsed(hostile, db):
 
 
 def test_the_redirect_chain_and_final_url_are_stored(hostile, db):
-    _land(db, _fetcher(), [hostile.url("/chain/2"), hostile.url("/page/1")])
+    _land(db, loopback_fetcher(**LANDING), [hostile.url("/chain/2"), hostile.url("/page/1")])
     rows = {url: (final, chain) for url, final, chain in
             db.query("SELECT url, final_url, redirect_chain FROM pages")}
     chain = [hostile.url("/chain/2"), hostile.url("/chain/1")]
@@ -113,14 +107,14 @@ def test_the_redirect_chain_and_final_url_are_stored(hostile, db):
 
 
 def test_what_the_fetcher_learned_about_the_host_lands_with_the_batch(hostile, db):
-    _land(db, _fetcher(), [hostile.url("/page/1")])
+    _land(db, loopback_fetcher(**LANDING), [hostile.url("/page/1")])
     assert db.query("SELECT origin, robots_status, delay_ms, robots_fetched_at IS NOT NULL FROM hosts") == [
         (origin_of(hostile.base_url), 404, 0, True)]
 
 
 def test_validators_come_from_the_latest_version_only(hostile, db):
     url, never_landed = hostile.url("/etag"), hostile.url("/never-landed")
-    _land(db, _fetcher(), [url])
+    _land(db, loopback_fetcher(**LANDING), [url])
     ((modified,),) = db.query("SELECT last_modified FROM pages")
     with db.read() as con:
         assert latest_validators(con, [url, never_landed]) == {url: ('"v1"', modified)}

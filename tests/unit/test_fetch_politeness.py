@@ -9,24 +9,18 @@ import logging
 import time
 from itertools import pairwise
 
-from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.politeness import HostPacer, origin_of
 from crawl_platform.fetch.retry import RetryPolicy
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
 from crawl_platform.store.landing import land_batch
-from tests.hostile_site import HostileSite, Reply, dead_port
+from tests.sites import dead_port
+from tests.sites.hostile import HostileSite, Reply
+from tests.unit.conftest import connection_refused, loopback_fetcher
 
-AGENT = "crawl-platform-test/1.0"
-
-
-def _fetcher(pacer: HostPacer | None = None, **overrides) -> Fetcher:
-    options = {"allowed_networks": ["127.0.0.0/8"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
-               "read_timeout_s": 5.0, "obey_robots": False, "retry": RetryPolicy(max_attempts=1)} | overrides
-    fetcher = Fetcher(AGENT, **options)
-    if pacer is not None:
-        fetcher.pacer = pacer
-    return fetcher
+# Gaps measured alone: only the pages are requested (no robots.txt unless a test asks, no retries),
+# and a second site may sit on 127.0.0.2.
+PACING = {"allowed_networks": ["127.0.0.0/8"], "obey_robots": False, "retry": RetryPolicy(max_attempts=1)}
 
 
 def _gaps(site: HostileSite, paths: list[str]) -> list[float]:
@@ -38,7 +32,7 @@ def _gaps(site: HostileSite, paths: list[str]) -> list[float]:
 def test_429_and_503_widen_the_gap_and_healthy_answers_narrow_it_again(hostile):
     pacer = HostPacer(0.0, max_delay_s=0.8, throttle_delay_s=0.2, slow_response_s=1.0, decay=0.5)
     paths = ["/status/503?u=1", "/status/429?u=2", "/status/503?u=3", "/page/1", "/page/2", "/page/3", "/page/4"]
-    results = _fetcher(pacer).fetch_all([hostile.url(p) for p in paths])
+    results = loopback_fetcher(**PACING, pacer=pacer).fetch_all([hostile.url(p) for p in paths])
     assert [results[hostile.url(p)].status for p in paths] == [503, 429, 503, 200, 200, 200, 200]
     gaps = _gaps(hostile, paths)
     # Doubling from the first step (0.2 s) up to the cap (0.8 s), then halving while healthy.
@@ -51,7 +45,7 @@ def test_429_and_503_widen_the_gap_and_healthy_answers_narrow_it_again(hostile):
 def test_slow_answers_widen_the_gap(hostile):
     pacer = HostPacer(0.0, slow_response_s=0.15)
     paths = ["/slow?ms=300&u=1", "/slow?ms=300&u=2", "/slow?ms=300&u=3"]
-    _fetcher(pacer).fetch_all([hostile.url(p) for p in paths])
+    loopback_fetcher(**PACING, pacer=pacer).fetch_all([hostile.url(p) for p in paths])
     gaps = _gaps(hostile, paths)
     # Answers take 0.3 s; the host now gets twice that between request starts.
     assert all(0.59 <= g < 0.8 for g in gaps), gaps
@@ -61,13 +55,13 @@ def test_slow_answers_widen_the_gap(hostile):
 def test_the_learned_gap_is_kept_in_the_hosts_table_for_the_next_run(hostile, tmp_path):
     store = CrawlStore(tmp_path / "crawl.duckdb")
     origin = origin_of(hostile.base_url)
-    first = _fetcher(HostPacer(0.0, throttle_delay_s=0.2, decay=0.9))
+    first = loopback_fetcher(**PACING, pacer=HostPacer(0.0, throttle_delay_s=0.2, decay=0.9))
     first.fetch_all([hostile.url("/status/503?u=1"), hostile.url("/status/503?u=2")])
     land_batch(store, "b1", [], {}, {}, first.host_records())
     assert store.query("SELECT origin, delay_ms FROM hosts") == [(origin, 400)]
 
     # The next run starts from 0.4 s, not from its configured 0 s.
-    second = _fetcher(HostPacer(0.0, throttle_delay_s=0.2, decay=0.9))
+    second = loopback_fetcher(**PACING, pacer=HostPacer(0.0, throttle_delay_s=0.2, decay=0.9))
     with store.read() as con:
         second.prime(load_hosts(con, [origin]).values())
     paths = ["/page/1", "/page/2", "/page/3"]
@@ -81,10 +75,10 @@ def test_the_learned_gap_is_kept_in_the_hosts_table_for_the_next_run(hostile, tm
 
 def test_the_gap_holds_from_one_run_to_the_next(hostile, tmp_path):
     store = CrawlStore(tmp_path / "crawl.duckdb")
-    first = _fetcher(host_delay_s=0.4)
+    first = loopback_fetcher(**PACING, host_delay_s=0.4)
     first.fetch(hostile.url("/page/1"))
     land_batch(store, "b1", [], {}, {}, first.host_records())
-    second = _fetcher(host_delay_s=0.4)  # the next batch run, starting at once
+    second = loopback_fetcher(**PACING, host_delay_s=0.4)  # the next batch run, starting at once
     with store.read() as con:
         second.prime(load_hosts(con, [origin_of(hostile.base_url)]).values())
     second.fetch(hostile.url("/page/2"))
@@ -96,7 +90,7 @@ def test_one_request_at_a_time_per_host_and_hosts_in_parallel(hostile):
     with HostileSite("127.0.0.2") as other:
         urls = [site.url(f"/slow?ms=200&u={k}") for site in (hostile, other) for k in range(3)]
         started = time.monotonic()
-        results = _fetcher().fetch_all(urls)
+        results = loopback_fetcher(**PACING).fetch_all(urls)
         took = time.monotonic() - started
         assert all(r.status == 200 for r in results.values())
         other.settle()
@@ -111,25 +105,28 @@ def test_one_request_at_a_time_per_host_and_hosts_in_parallel(hostile):
 def test_robots_crawl_delay_is_honoured(hostile):
     hostile.robots = Reply(200, b"User-agent: *\nCrawl-delay: 0.3\n")
     paths = ["/page/1", "/page/2", "/page/3"]
-    _fetcher(obey_robots=True).fetch_all([hostile.url(p) for p in paths])
+    loopback_fetcher(**PACING | {"obey_robots": True}).fetch_all([hostile.url(p) for p in paths])
     assert all(0.29 <= g < 0.5 for g in _gaps(hostile, paths))
 
 
 def test_a_huge_crawl_delay_is_capped(hostile):
     hostile.robots = Reply(200, b"User-agent: *\nCrawl-delay: 3600\n")
     paths = ["/page/1", "/page/2", "/page/3"]
-    _fetcher(obey_robots=True, max_crawl_delay_s=0.3).fetch_all([hostile.url(p) for p in paths])
+    fetcher = loopback_fetcher(**PACING | {"obey_robots": True}, max_crawl_delay_s=0.3)
+    fetcher.fetch_all([hostile.url(p) for p in paths])
     assert all(0.29 <= g < 0.5 for g in _gaps(hostile, paths))
 
 
 def test_a_dead_host_is_given_up_after_consecutive_connection_failures():
-    base = f"http://127.0.0.1:{dead_port()}"
-    fetcher = _fetcher(retry=RetryPolicy(max_attempts=2, backoff_s=0.01))
+    port = dead_port()
+    base = f"http://127.0.0.1:{port}"
+    fetcher = loopback_fetcher(**PACING | {"retry": RetryPolicy(max_attempts=2, backoff_s=0.01)})
     started = time.monotonic()
     results = fetcher.fetch_all([f"{base}/page/{k}" for k in range(20)])
     assert time.monotonic() - started < 3.0
     errors = [results[f"{base}/page/{k}"].error or "" for k in range(20)]
-    assert all("Connection refused" in e for e in errors[:2])  # 2 URLs x 2 attempts: 4 failures
+    # 2 URLs x 2 attempts: 4 failures, each a refusal on that port...
+    assert all(connection_refused(port, 2).fullmatch(e) for e in errors[:2]), errors[:2]
     assert errors[2:] == ["host unreachable: 5 connection failures in a row"] * 18  # the 5th, then none
 
 
@@ -146,7 +143,7 @@ def _max_in_flight(site: HostileSite) -> int:
 def test_host_concurrency_lets_a_healthy_host_serve_that_many_requests_at_once(hostile):
     urls = [hostile.url(f"/slow?ms=200&u={k}") for k in range(6)]
     started = time.monotonic()
-    results = _fetcher(host_concurrency=3).fetch_all(urls)
+    results = loopback_fetcher(**PACING, host_concurrency=3).fetch_all(urls)
     took = time.monotonic() - started
     assert all(r.status == 200 for r in results.values())
     assert _max_in_flight(hostile) == 3
@@ -158,7 +155,7 @@ def test_host_concurrency_keeps_a_connection_per_request_in_flight(hostile, capl
     # flight, or urllib3 drops the extra connections (with a warning) and opens new ones.
     urls = [hostile.url(f"/slow?ms=100&u={k}") for k in range(24)]
     with caplog.at_level(logging.WARNING, logger="urllib3.connectionpool"):
-        results = _fetcher(host_concurrency=6).fetch_all(urls)
+        results = loopback_fetcher(**PACING, host_concurrency=6).fetch_all(urls)
     assert all(r.status == 200 for r in results.values())
     assert _max_in_flight(hostile) == 6
     assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
@@ -167,7 +164,7 @@ def test_host_concurrency_keeps_a_connection_per_request_in_flight(hostile, capl
 
 def test_host_concurrency_keeps_the_delay_between_request_starts(hostile):
     paths = [f"/page/{k}" for k in range(5)]
-    _fetcher(host_concurrency=4, host_delay_s=0.15).fetch_all([hostile.url(p) for p in paths])
+    loopback_fetcher(**PACING, host_concurrency=4, host_delay_s=0.15).fetch_all([hostile.url(p) for p in paths])
     starts = sorted(s.started_at for s in hostile.requests if s.path.startswith("/page/"))
     assert all(b - a >= 0.14 for a, b in pairwise(starts)), starts
 
@@ -175,9 +172,9 @@ def test_host_concurrency_keeps_the_delay_between_request_starts(hostile):
 def test_a_host_that_pushes_back_gets_one_request_at_a_time_again(hostile):
     pacer = HostPacer(0.0, throttle_delay_s=0.05, concurrency=4)
     paths = ["/status/429?u=1"] + [f"/slow?ms=150&u={k}" for k in range(4)]
-    fetcher = _fetcher(pacer, host_concurrency=4)
+    fetcher = loopback_fetcher(**PACING, pacer=pacer, host_concurrency=4)
     fetcher.fetch_all([hostile.url(paths[0])])  # the 429 raises the host's gap above the base
-    hostile.requests.clear()
+    hostile.clear_requests()
     fetcher.fetch_all([hostile.url(p) for p in paths[1:]])
     assert _max_in_flight(hostile) == 1
 
@@ -187,7 +184,7 @@ def test_two_sites_on_one_address_but_different_ports_are_fetched_side_by_side(h
         assert origin_of(other.base_url) != origin_of(hostile.base_url)
         urls = [site.url(f"/slow?ms=200&u={k}") for site in (hostile, other) for k in range(3)]
         started = time.monotonic()
-        results = _fetcher().fetch_all(urls)
+        results = loopback_fetcher(**PACING).fetch_all(urls)
         took = time.monotonic() - started
         assert all(r.status == 200 for r in results.values())
         assert took < 1.0  # one origin after the other would take 1.2 s
@@ -201,7 +198,7 @@ def test_more_hosts_than_workers_are_fetched_side_by_side_each_at_its_own_pace()
     with contextlib.ExitStack() as stack:
         sites = [stack.enter_context(HostileSite()) for _ in range(6)]
         urls = [site.url(f"/page/{k}") for site in sites for k in range(3)]
-        results = _fetcher(host_delay_s=0.4, concurrency=2).fetch_all(urls)
+        results = loopback_fetcher(**PACING, host_delay_s=0.4, concurrency=2).fetch_all(urls)
         assert sorted(results) == sorted(urls)
         assert all(r.status == 200 for r in results.values())
         starts = []

@@ -9,12 +9,12 @@ import logging
 
 import pytest
 
-from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.proxies import ProxyConfigError, ProxyPool, expand_credentials, redact
 from crawl_platform.fetch.retry import RetryPolicy
-from tests.hostile_site import LoopbackProxy, dead_port
+from tests.sites import dead_port
+from tests.sites.proxy import LoopbackProxy
+from tests.unit.conftest import loopback_fetcher
 
-AGENT = "crawl-platform-test/1.0"
 SECRET = "s3cret-Pa55"
 ENV = {"TEST_PROXY_PASSWORD": SECRET}
 
@@ -25,17 +25,19 @@ def proxies():
         yield one, two
 
 
-def _fetcher(proxy_urls: list[str], **overrides) -> Fetcher:
-    options = {"allowed_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, "connect_timeout_s": 2.0,
-               "read_timeout_s": 5.0, "obey_robots": False, "retry": RetryPolicy(max_attempts=1),
-               "proxies": ProxyPool.from_settings_list(proxy_urls, ENV).proxies} | overrides
-    return Fetcher(AGENT, **options)
+# Each proxy is tried once per URL and robots.txt is not asked, so the proxies see only the pages.
+DIRECT = {"obey_robots": False, "retry": RetryPolicy(max_attempts=1)}
+
+
+def _expanded(proxy_urls: list[str]) -> tuple[str, ...]:
+    """The proxy URLs as the fetcher gets them from settings: ${VAR} references filled from ENV."""
+    return ProxyPool.from_settings_list(proxy_urls, ENV).proxies
 
 
 def test_requests_rotate_over_the_proxies_with_credentials_from_the_environment(hostile, proxies):
     one, two = proxies
     ref = "crawler:${TEST_PROXY_PASSWORD}"
-    fetcher = _fetcher([one.url(ref), two.url(ref)])
+    fetcher = loopback_fetcher(**DIRECT, proxies=_expanded([one.url(ref), two.url(ref)]))
     results = fetcher.fetch_all([hostile.url(f"/page/{k}") for k in range(4)])
     assert all(r.status == 200 for r in results.values())
     assert (len(one.requests), len(two.requests)) == (2, 2)
@@ -50,7 +52,7 @@ def test_a_failing_proxy_is_benched_and_the_next_one_used(hostile, proxies, capl
     one, _ = proxies
     dead = f"http://crawler:${{TEST_PROXY_PASSWORD}}@127.0.0.1:{dead_port()}"
     wrong = one.url("crawler:wrong-password")
-    fetcher = _fetcher([dead, wrong, one.url("crawler:${TEST_PROXY_PASSWORD}")])
+    fetcher = loopback_fetcher(**DIRECT, proxies=_expanded([dead, wrong, one.url("crawler:${TEST_PROXY_PASSWORD}")]))
     with caplog.at_level(logging.WARNING, logger="crawl_platform"):
         results = fetcher.fetch_all([hostile.url(f"/page/{k}") for k in range(4)])
     assert all(r.status == 200 for r in results.values())
@@ -62,7 +64,7 @@ def test_a_failing_proxy_is_benched_and_the_next_one_used(hostile, proxies, capl
 
 def test_when_every_proxy_fails_the_url_lands_as_a_failure(hostile, proxies):
     one, _ = proxies
-    fetcher = _fetcher([one.url("crawler:${TEST_PROXY_PASSWORD}x")])
+    fetcher = loopback_fetcher(**DIRECT, proxies=_expanded([one.url("crawler:${TEST_PROXY_PASSWORD}x")]))
     result = fetcher.fetch(hostile.url("/page/1"))
     assert result.status is None
     assert result.error == ("ProxyError: all 1 proxies failed, the last with: 407 Proxy Authentication Required "
@@ -74,8 +76,9 @@ def test_when_every_proxy_fails_the_url_lands_as_a_failure(hostile, proxies):
 def test_credentials_appear_in_no_log_line_and_no_error(hostile, proxies, caplog):
     one, _ = proxies
     dead = f"http://crawler:{SECRET}@127.0.0.1:{dead_port()}"
-    fetcher = _fetcher([dead, one.url(f"crawler:{SECRET}x"), one.url(f"crawler:{SECRET}")],
-                       retry=RetryPolicy(max_attempts=2, backoff_s=0.01))
+    proxy_urls = [dead, one.url(f"crawler:{SECRET}x"), one.url(f"crawler:{SECRET}")]
+    fetcher = loopback_fetcher(**DIRECT | {"retry": RetryPolicy(max_attempts=2, backoff_s=0.01)},
+                               proxies=_expanded(proxy_urls))
     with caplog.at_level(logging.DEBUG):  # every logger, urllib3's debug lines included
         results = fetcher.fetch_all([hostile.url("/page/1"), f"http://127.0.0.1:{dead_port()}/x"])
     assert results[hostile.url("/page/1")].status == 200

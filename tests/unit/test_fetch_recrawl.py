@@ -9,39 +9,26 @@ import time
 import pytest
 
 from crawl_platform.bus.messages import CrawlRequest
-from crawl_platform.bus.offsets import batch_key, plan_batches
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.politeness import origin_of
-from crawl_platform.pipeline.batch import BatchCrawler, BatchReport
-from tests.hostile_site import Reply
+from crawl_platform.pipeline.batch import BatchReport
+from tests.sites.hostile import Reply
+from tests.unit.crawl_rows import crawl_loop
 
 
 class _Crawl:
-    """Drives batches the way the sensors and runs do, until a crawl has nothing pending."""
+    """Crawls with the engine's loop (as the sensors and runs do) until nothing is left to do."""
 
     def __init__(self, settings, bus, store) -> None:
         self.fetcher = Fetcher(settings.user_agent, host_delay_s=0.0, allowed_networks=["127.0.0.1/32"])
-        self.crawler = BatchCrawler(bus, store, self.fetcher, "lxml")
-        self.bus = bus
-        self.batch_size = settings.batch_size
-        self.cursor: dict[int, int] = {}
-        self.epoch = 0
+        self.loop = crawl_loop(settings, bus, store, self.fetcher)
 
     def run(self, crawl_id: str, *seeds: str, max_depth: int = 0, **options) -> list[BatchReport]:
         request = CrawlRequest(crawl_id, seeds, 1000, max_depth, "host", time.time(), **options)
-        self.crawler.frontier.register(request)
-        reports = []
-        for _tick in range(100):
-            plan = plan_batches(self.bus.watermarks(self.bus.frontier_topic), self.cursor, self.batch_size,
-                                max_batches=8)
-            self.cursor = plan.cursor
-            for offsets in plan.ranges:
-                key = batch_key(self.epoch, offsets)
-                reports.append(self.crawler.fetch_and_land(key, offsets, refetch_done=False))
-                self.crawler.expand(key)
-            if not plan.ranges and self.crawler.frontier.status(crawl_id)[0].pending == 0:
-                return reports
-        raise AssertionError(f"crawl {crawl_id} did not finish")
+        self.loop.crawler.frontier.register(request)
+        reports = self.loop.run_until_idle(max_turns=100).batches
+        assert self.loop.crawler.frontier.status(crawl_id)[0].pending == 0, f"crawl {crawl_id} did not finish"
+        return reports
 
 
 @pytest.fixture
@@ -88,7 +75,7 @@ def test_redirect_hops_are_checked_against_the_crawls_own_patterns(crawl, store,
     assert store.query("SELECT status, error FROM pages WHERE url = ?", [seed]) == [
         (None, f"redirect leaves the crawl's scope: {hostile.url('/page/7')}")]
     hostile.settle()
-    assert hostile.count("/page/7") == 0
+    assert hostile.request_count("/page/7") == 0
 
 
 def test_the_batch_writes_what_it_learned_about_its_hosts(crawl, store, hostile):

@@ -11,19 +11,13 @@ import tracemalloc
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import CrawlRequest, encode
 from crawl_platform.bus.offsets import OffsetRange
-from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.sitemaps import discover_sitemap_urls, parse_sitemap
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.urls import CrawlScope
-from tests.hostile_site import HostileSite, Reply, gzip_bomb
+from tests.sites.hostile import HostileSite, Reply, gzip_bomb
 from tests.unit.conftest import loopback_fetcher
 
-AGENT = "crawl-platform-test/1.0"
 XML = {"Content-Type": "application/xml"}
-
-
-def _fetcher(**overrides) -> Fetcher:
-    return loopback_fetcher(AGENT, **overrides)
 
 
 def _urlset(*locs: str) -> bytes:
@@ -52,42 +46,42 @@ def _serve_sitemaps(site: HostileSite) -> None:
 def test_robots_sitemap_lines_indexes_and_gzip_sitemaps_give_page_urls(hostile):
     _serve_sitemaps(hostile)
     scope = CrawlScope.for_seeds("host", [hostile.url("/")])
-    urls = discover_sitemap_urls(_fetcher(), hostile.url("/"), limit=100, in_scope=scope.admits)
+    urls = discover_sitemap_urls(loopback_fetcher(), hostile.url("/"), limit=100, in_scope=scope.admits)
     assert urls == [hostile.url(f"/page/{k}") for k in (1, 2, 3, 4)]
     hostile.settle()
-    assert hostile.count("/robots.txt") == 1
-    assert hostile.count("/sitemap-index.xml") == 1
+    assert hostile.request_count("/robots.txt") == 1
+    assert hostile.request_count("/sitemap-index.xml") == 1
 
 
 def test_the_limit_stops_discovery_early(hostile):
     _serve_sitemaps(hostile)
-    urls = discover_sitemap_urls(_fetcher(), hostile.url("/"), limit=2)
+    urls = discover_sitemap_urls(loopback_fetcher(), hostile.url("/"), limit=2)
     assert urls == [hostile.url("/page/1"), hostile.url("/page/2")]
     hostile.settle()
-    assert hostile.count("/sitemap-b.xml.gz") == 0  # not fetched: the limit was reached first
+    assert hostile.request_count("/sitemap-b.xml.gz") == 0  # not fetched: the limit was reached first
 
 
 def test_sitemap_xml_is_tried_when_robots_txt_names_none(hostile):
     hostile.static["/sitemap.xml"] = Reply(200, _urlset(hostile.url("/page/5")), XML)
-    assert discover_sitemap_urls(_fetcher(), hostile.url("/"), limit=10) == [hostile.url("/page/5")]
+    assert discover_sitemap_urls(loopback_fetcher(), hostile.url("/"), limit=10) == [hostile.url("/page/5")]
 
 
 def test_a_plain_text_sitemap_is_read(hostile):
     hostile.static["/sitemap.xml"] = Reply(200, f"{hostile.url('/page/6')}\n\n{hostile.url('/page/7')}\n".encode(),
                                            {"Content-Type": "text/plain"})
-    assert discover_sitemap_urls(_fetcher(), hostile.url("/"), limit=10) == [
+    assert discover_sitemap_urls(loopback_fetcher(), hostile.url("/"), limit=10) == [
         hostile.url("/page/6"), hostile.url("/page/7")]
 
 
 def test_no_sitemap_at_all_gives_nothing(hostile):
-    assert discover_sitemap_urls(_fetcher(), hostile.url("/"), limit=10) == []
+    assert discover_sitemap_urls(loopback_fetcher(), hostile.url("/"), limit=10) == []
 
 
 def test_a_gzip_bomb_sitemap_is_cut_off_at_the_size_cap(hostile):
     hostile.static["/sitemap.xml"] = Reply(200, gzip_bomb(), {"Content-Type": "application/gzip"})
     tracemalloc.start()
     try:
-        urls = discover_sitemap_urls(_fetcher(max_body_bytes=1024 * 1024), hostile.url("/"), limit=10)
+        urls = discover_sitemap_urls(loopback_fetcher(max_body_bytes=1024 * 1024), hostile.url("/"), limit=10)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -109,10 +103,10 @@ def test_entities_in_a_sitemap_are_not_expanded():
 
 def test_sitemap_indexes_that_never_end_are_bounded(hostile):
     names = itertools.count()  # every index names five sitemaps nobody has seen yet
-    hostile.routes["/sitemap.xml"] = lambda h, seen, hit: h.send(
-        seen, Reply(200, _index(*(hostile.url(f"/sitemap.xml?n={next(names)}") for _ in range(5))), XML))
+    hostile.routes["/sitemap.xml"] = lambda ex: ex.send(
+        Reply(200, _index(*(hostile.url(f"/sitemap.xml?n={next(names)}") for _ in range(5))), XML))
     started = time.monotonic()
-    assert discover_sitemap_urls(_fetcher(), hostile.url("/"), limit=10, max_files=7) == []
+    assert discover_sitemap_urls(loopback_fetcher(), hostile.url("/"), limit=10, max_files=7) == []
     assert time.monotonic() - started < 3.0
     hostile.settle()
     assert len([s for s in hostile.requests if s.path.startswith("/sitemap.xml")]) == 7
@@ -129,7 +123,7 @@ def _submit(bus: KafkaBus, request: CrawlRequest) -> OffsetRange:
 
 def test_a_crawl_with_use_sitemaps_admits_sitemap_urls_at_depth_one(store, bus, hostile):
     _serve_sitemaps(hostile)
-    intake = SeedIntake(bus, store, _fetcher())
+    intake = SeedIntake(bus, store, loopback_fetcher())
     request = CrawlRequest("maps", (hostile.url("/"),), 100, 3, "host", time.time(), use_sitemaps=True)
     report = intake.register(_submit(bus, request))
     assert report.crawls == ["maps"]
@@ -140,7 +134,7 @@ def test_a_crawl_with_use_sitemaps_admits_sitemap_urls_at_depth_one(store, bus, 
 
 def test_without_use_sitemaps_no_sitemap_is_read(store, bus, hostile):
     _serve_sitemaps(hostile)
-    intake = SeedIntake(bus, store, _fetcher())
+    intake = SeedIntake(bus, store, loopback_fetcher())
     request = CrawlRequest("plain", (hostile.url("/"),), 100, 3, "host", time.time())
     intake.register(_submit(bus, request))
     assert store.query("SELECT url FROM frontier WHERE crawl_id = 'plain'") == [(hostile.url("/"),)]
@@ -151,5 +145,5 @@ def test_without_use_sitemaps_no_sitemap_is_read(store, bus, hostile):
 def test_sitemap_urls_respect_max_pages(store, bus, hostile):
     _serve_sitemaps(hostile)
     request = CrawlRequest("small", (hostile.url("/"),), 3, 3, "host", time.time(), use_sitemaps=True)
-    SeedIntake(bus, store, _fetcher()).register(_submit(bus, request))
+    SeedIntake(bus, store, loopback_fetcher()).register(_submit(bus, request))
     assert store.query("SELECT count(*) FROM frontier WHERE crawl_id = 'small'") == [(3,)]

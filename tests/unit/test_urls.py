@@ -96,7 +96,7 @@ def test_too_long_url_is_refused_with_a_short_message():
 
 
 def test_host_with_a_space_is_invalid():
-    with pytest.raises(InvalidURLError):
+    with pytest.raises(InvalidURLError, match=r"^'http://exa mple\.com/': invalid host name 'exa mple\.com'$"):
         canonicalize("http://exa mple.com/")
 
 
