@@ -4,7 +4,8 @@
 partitioned crawl multi-asset (``assets/crawl_batch.py``). Each reads only the rows of the batch
 being checked from DuckDB through the store resource (``resources/store.py``, key
 ``crawl_store``), hands them to ``crawl_platform.store.quality`` and reports the outcome as an
-``AssetCheckResult``. This module stays thin: the rules and Great Expectations live in
+``AssetCheckResult``. This module stays thin: the rules, Great Expectations and which rows belong to a
+batch (``pages_query``, ``documents_query``) live in
 ``crawl_platform.store.quality``, which imports GX lazily so loading these definitions stays fast.
 """
 
@@ -24,7 +25,14 @@ from dagster import (
     asset_check,
 )
 
-from crawl_platform.store.quality import SuiteResult, validate_documents, validate_pages
+from crawl_platform.store.quality import (
+    Query,
+    SuiteResult,
+    documents_query,
+    pages_query,
+    validate_documents,
+    validate_pages,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,10 +43,6 @@ STORE_RESOURCE_KEY = "crawl_store"
 # Which batches a check run covers (the quality sensor fills it; empty: see batch_ids).
 CHECK_CONFIG = {"batches": Field([str], is_required=False, default_value=[],
                                  description="Partition keys of the batches to check.")}
-
-# A statement for CrawlStoreResource.read_frame and its bound parameters.
-Query = tuple[str, list[object] | None]
-
 
 class FrameReader(Protocol):
     """What the checks need of the store resource: ``CrawlStoreResource.read_frame``."""
@@ -62,32 +66,6 @@ def batch_ids(context: AssetCheckExecutionContext) -> list[str] | None:
     if context.has_partition_key_range:
         return list(context.partition_keys)
     return None
-
-
-def _in_batches(column: str, batches: list[str]) -> str:
-    return f" WHERE {column} IN ({', '.join('?' for _ in batches)})"
-
-
-def pages_query(batches: list[str] | None) -> Query:
-    """SQL and parameters reading the pages rows of ``batches`` (all rows if None)."""
-    if batches is None:
-        return "SELECT * FROM pages", None
-    return "SELECT * FROM pages" + _in_batches("batch_id", batches), list(batches)
-
-
-def documents_query(batches: list[str] | None) -> Query:
-    """SQL and parameters reading the documents of ``batches`` (all rows if None).
-
-    documents has no batch_id: a document belongs to the batch that wrote its (url, version)
-    page, and (url, version) is the primary key of pages, so the join cannot duplicate rows.
-    """
-    if batches is None:
-        return "SELECT * FROM documents", None
-    sql = (
-        "SELECT d.* FROM documents AS d JOIN pages AS p ON p.url = d.url AND p.version = d.version"
-        + _in_batches("p.batch_id", batches)
-    )
-    return sql, list(batches)
 
 
 def check_result(result: SuiteResult, batches: list[str] | None) -> AssetCheckResult:

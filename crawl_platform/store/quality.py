@@ -274,3 +274,33 @@ def validate_pages(df: pd.DataFrame) -> SuiteResult:
 def validate_documents(df: pd.DataFrame) -> SuiteResult:
     """Validate rows of the ``documents`` table (any subset, typically one batch)."""
     return _validate("documents", DOCUMENTS_RULES, df)
+
+
+# A statement and its bound parameters: the rows of some batches that a suite checks.
+Query = tuple[str, list[object] | None]
+
+
+def _in_batches(column: str, batches: list[str]) -> str:
+    return f" WHERE {column} IN ({', '.join('?' for _ in batches)})"
+
+
+def pages_query(batches: list[str] | None) -> Query:
+    """SQL and parameters reading the pages rows of ``batches`` (all rows if None)."""
+    if batches is None:
+        return "SELECT * FROM pages", None
+    return "SELECT * FROM pages" + _in_batches("batch_id", batches), list(batches)
+
+
+def documents_query(batches: list[str] | None) -> Query:
+    """SQL and parameters reading the documents of ``batches`` (all rows if None).
+
+    documents has no batch_id: a document belongs to the batch that wrote its (url, version)
+    page, and (url, version) is the primary key of pages, so the join cannot duplicate rows.
+    """
+    if batches is None:
+        return "SELECT * FROM documents", None
+    sql = (
+        "SELECT d.* FROM documents AS d JOIN pages AS p ON p.url = d.url AND p.version = d.version"
+        + _in_batches("p.batch_id", batches)
+    )
+    return sql, list(batches)
