@@ -10,6 +10,7 @@ broker-side offsets.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -77,6 +78,8 @@ class KafkaBus:
             try:
                 future.result(self.timeout_s)
                 created.append(name)
+            except concurrent.futures.TimeoutError:
+                raise BusError(f"cannot create topic {name}: timed out after {self.timeout_s:.0f}s") from None
             except KafkaException as err:
                 if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise BusError(f"cannot create topic {name}: {err}") from None
@@ -90,8 +93,8 @@ class KafkaBus:
         try:
             futures = admin.describe_topics(TopicCollection([topic]), request_timeout=self.timeout_s)
             topic_id = futures[topic].result(self.timeout_s).topic_id
-        except KafkaException as err:
-            raise BusError(f"cannot describe topic {topic}: {err}") from None
+        except (KafkaException, concurrent.futures.TimeoutError) as err:  # whichever timeout expires first
+            raise BusError(f"cannot describe topic {topic}: {err or 'timed out'}") from None
         text = str(topic_id) if topic_id is not None else ""
         return text if text.strip("A=") else None  # an all-zero id means "not supported"
 

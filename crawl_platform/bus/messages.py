@@ -4,58 +4,80 @@ Kept apart from the transport (:mod:`crawl_platform.bus.kafka`): the bus moves b
 turns them into typed messages and back. Every message has an explicit ``type`` and ``v``
 (schema version); a payload that does not decode raises :class:`MessageDecodeError` with a
 one-line reason, which the caller routes to the dead-letter topic.
+
+Each message is a frozen pydantic dataclass whose annotated fields are its schema, checked when a
+message is built and when one is decoded. Decoding is strict (a JSON ``true`` is not an integer, a
+number is not a string) and runs in pydantic's JSON validator, since a frontier batch decodes
+thousands. Encoding writes the compact JSON the first version wrote, byte for byte: the fields in
+declaration order, then ``type`` and ``v``.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
+
+from annotated_types import Ge, Le, MinLen
+from pydantic import BeforeValidator, ConfigDict, Field, Strict, StrictStr, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass, is_pydantic_dataclass
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 
 from crawl_platform.config import Scope
 
-_SCOPES = ("host", "domain", "any")
 MAX_PAGES_LIMIT = 2**31 - 1  # the store keeps limits as 32-bit integers
 MAX_DEPTH_LIMIT = 10_000
 _LATEST_TIMESTAMP = 32503680000.0  # year 3000: anything later is not a submission time
+_STRICT = ConfigDict(strict=True)
+
+
+def _null_is_default(default: Any) -> BeforeValidator:
+    """For a field added after v1 was published: ``null`` means the default, as absence does."""
+    return BeforeValidator(lambda value: default if value is None else value)
+
+
+# A list of strings that older producers leave out or send as null. The validator before the
+# tuple hands it a Python list, which only a lax tuple accepts; the items stay strict strings.
+_Patterns = Annotated[tuple[StrictStr, ...], Strict(False), _null_is_default(())]
 
 
 class MessageDecodeError(ValueError):
     """A payload that is not a valid message of the expected type; ``str(err)`` is the reason."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_STRICT)
 class CrawlRequest:
     """A crawl submitted by a user: seeds plus limits (seeds topic)."""
 
     crawl_id: str
-    seeds: tuple[str, ...]
-    max_pages: int
-    max_depth: int
+    seeds: Annotated[tuple[str, ...], Field(min_length=1)]
+    max_pages: Annotated[int, Field(ge=1, le=MAX_PAGES_LIMIT)]
+    max_depth: Annotated[int, Field(ge=0, le=MAX_DEPTH_LIMIT)]
     scope: Scope
-    submitted_at: float
-    allow_patterns: tuple[str, ...] = ()  # regexes; when given, a URL must match one
-    deny_patterns: tuple[str, ...] = ()  # regexes; a URL matching one is skipped
-    max_pages_per_host: int = 0  # 0: no per-host cap
-    user_agent: str = ""  # empty: the platform's CRAWL_USER_AGENT
-    use_sitemaps: bool = False  # also seed from the seed hosts' sitemaps
-    TYPE = "crawl_request"
-    VERSION = 1
+    submitted_at: Annotated[float, Field(ge=0, le=_LATEST_TIMESTAMP, allow_inf_nan=False, description="a Unix time")]
+    allow_patterns: _Patterns = ()  # regexes; when given, a URL must match one
+    deny_patterns: _Patterns = ()  # regexes; a URL matching one is skipped
+    max_pages_per_host: Annotated[int, Field(ge=0, le=MAX_PAGES_LIMIT), _null_is_default(0)] = 0  # 0: no cap
+    user_agent: Annotated[str, _null_is_default("")] = ""  # empty: the platform's CRAWL_USER_AGENT
+    use_sitemaps: Annotated[bool, _null_is_default(False)] = False  # also seed from the seed hosts' sitemaps
+    TYPE: ClassVar[str] = "crawl_request"
+    VERSION: ClassVar[int] = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_STRICT)
 class FrontierURL:
     """One URL to fetch for a crawl (frontier topic, keyed by host)."""
 
     crawl_id: str
     url: str
-    depth: int
-    TYPE = "frontier_url"
-    VERSION = 1
+    depth: Annotated[int, Field(ge=0)]
+    TYPE: ClassVar[str] = "frontier_url"
+    VERSION: ClassVar[int] = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_STRICT)
 class DeadLetter:
     """A message that could not be processed, with where it came from and why."""
 
@@ -64,8 +86,8 @@ class DeadLetter:
     partition: int
     offset: int
     payload_b64: str
-    TYPE = "dead_letter"
-    VERSION = 1
+    TYPE: ClassVar[str] = "dead_letter"
+    VERSION: ClassVar[int] = 1
 
     @classmethod
     def for_payload(cls, reason: str, topic: str, partition: int, offset: int, payload: bytes) -> DeadLetter:
@@ -73,102 +95,121 @@ class DeadLetter:
 
 
 Message = CrawlRequest | FrontierURL | DeadLetter
+_M = TypeVar("_M", bound=Message)
+
+
+@dataclass(frozen=True)
+class _Envelope:
+    """What every message carries, read before the message itself so that a payload of another
+    type or version is named as such rather than by its first unexpected field."""
+
+    type: Any = None
+    v: Any = None
+
+
+_ENVELOPE = TypeAdapter(_Envelope)
+_RANGE_ERRORS = frozenset({"greater_than_equal", "less_than_equal", "finite_number"})  # reported by _range
+
+
+class _Codec(Generic[_M]):
+    """The JSON codec of one message type."""
+
+    def __init__(self, cls: type[_M]) -> None:
+        self.cls = cls
+        self._adapter = TypeAdapter(cls)
+        self._fields = tuple(f.name for f in dataclasses.fields(cls))
+        infos = _field_infos(cls)
+        self._kinds = {name: _kind(info) for name, info in infos.items()}
+        self._ranges = {name: _range(info) for name, info in infos.items()}
+
+    def encode(self, message: _M) -> bytes:
+        # json.dumps, not pydantic's serialiser: that one writes non-ASCII characters unescaped and
+        # some floats differently (1e-05 as 0.00001), and the wire format must not change.
+        body = {name: getattr(message, name) for name in self._fields}
+        body["type"], body["v"] = self.cls.TYPE, self.cls.VERSION
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    def decode(self, payload: bytes | None) -> _M:
+        if payload is None:
+            raise MessageDecodeError("empty payload")
+        try:
+            envelope = _ENVELOPE.validate_json(payload)
+        except ValidationError as err:
+            raise MessageDecodeError(self._reason(err.errors(include_url=False)[0])) from None
+        kind, version = envelope.type, envelope.v
+        if kind != self.cls.TYPE:
+            raise MessageDecodeError(f"type is {kind!r}, expected {self.cls.TYPE!r}")
+        if type(version) is not int or version != self.cls.VERSION:  # a JSON true is no version
+            raise MessageDecodeError(f"unsupported version {version!r} of {self.cls.TYPE}")
+        try:
+            return self._adapter.validate_json(payload)
+        except ValidationError as err:
+            raise MessageDecodeError(self._reason(err.errors(include_url=False)[0])) from None
+
+    def _reason(self, error: ErrorDetails) -> str:
+        """One line naming the field and what is wrong with it (pydantic's own text spans lines)."""
+        loc = error["loc"]
+        if error["type"] == "json_invalid":
+            reason = f"not JSON: {error.get('ctx', {}).get('error', error['msg'])}"
+        elif not loc:
+            reason = "not a JSON object" if error["type"] == "dataclass_type" else error["msg"]
+        elif error["type"] == "missing":
+            reason = f"field {loc[0]!r} is missing"
+        else:
+            name = str(loc[0])
+            rule = self._ranges[name] if error["type"] in _RANGE_ERRORS else self._kinds[name]
+            where = f" at index {loc[1]}" if len(loc) > 1 else ""
+            reason = f"field {name!r} must be {rule}, got {error['input']!r}{where}"
+        return " ".join(reason.splitlines())
+
+
+def _field_infos(cls: type) -> dict[str, FieldInfo]:
+    """The pydantic fields of a message class: annotation, constraints, description."""
+    if not is_pydantic_dataclass(cls):
+        raise TypeError(f"{cls.__name__} is not a pydantic dataclass")
+    return cls.__pydantic_fields__
+
+
+_KINDS: dict[Any, str] = {str: "a string", int: "an integer", bool: "true or false", float: "a number"}
+
+
+def _kind(info: FieldInfo) -> str:
+    """What a field holds, as a decode error says it: its description, else e.g. ``a string``."""
+    if info.description:
+        return info.description
+    if get_origin(info.annotation) is tuple:
+        non_empty = any(isinstance(m, MinLen) and m.min_length > 0 for m in info.metadata)
+        return "a non-empty list of strings" if non_empty else "a list of strings"
+    if get_origin(info.annotation) is Literal:
+        return f"one of {get_args(info.annotation)}"
+    return _KINDS[info.annotation]  # a KeyError here: name the new field type above
+
+
+def _range(info: FieldInfo) -> str:
+    """The bounds of a numeric field, as a decode error says them: ``1..2147483647`` or ``>= 0``."""
+    low = next((m.ge for m in info.metadata if isinstance(m, Ge)), None)
+    high = next((m.le for m in info.metadata if isinstance(m, Le)), None)
+    return f">= {low}" if high is None else f"{low}..{high}"
+
+
+_CRAWL_REQUEST = _Codec(CrawlRequest)
+_FRONTIER_URL = _Codec(FrontierURL)
+_DEAD_LETTER = _Codec(DeadLetter)
+_CODECS: dict[type[Message], _Codec[Any]] = {c.cls: c for c in (_CRAWL_REQUEST, _FRONTIER_URL, _DEAD_LETTER)}
 
 
 def encode(message: Message) -> bytes:
     """Serialise a message to UTF-8 JSON with its ``type`` and ``v`` fields."""
-    body = asdict(message)
-    body["type"], body["v"] = message.TYPE, message.VERSION
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def _load(payload: bytes | None, expected_type: str, expected_version: int) -> dict[str, Any]:
-    if payload is None:
-        raise MessageDecodeError("empty payload")
-    try:
-        body = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise MessageDecodeError(f"not JSON: {err}") from None
-    if not isinstance(body, dict):
-        raise MessageDecodeError("not a JSON object")
-    if body.get("type") != expected_type:
-        raise MessageDecodeError(f"type is {body.get('type')!r}, expected {expected_type!r}")
-    version = body.get("v")
-    if not isinstance(version, int) or isinstance(version, bool) or version != expected_version:
-        raise MessageDecodeError(f"unsupported version {version!r} of {expected_type}")
-    return body
-
-
-def _field(body: dict[str, Any], name: str, kind: type) -> Any:
-    value = body.get(name)
-    # bool is an int subclass; a JSON true must not pass as a page limit.
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise MessageDecodeError(f"field {name!r} must be {kind.__name__}, got {value!r}")
-    return value
+    return _CODECS[type(message)].encode(message)
 
 
 def decode_crawl_request(payload: bytes | None) -> CrawlRequest:
-    body = _load(payload, CrawlRequest.TYPE, CrawlRequest.VERSION)
-    seeds = _field(body, "seeds", list)
-    if not seeds or not all(isinstance(s, str) for s in seeds):
-        raise MessageDecodeError("field 'seeds' must be a non-empty list of strings")
-    scope = _field(body, "scope", str)
-    if scope not in _SCOPES:
-        raise MessageDecodeError(f"field 'scope' must be one of {_SCOPES}, got {scope!r}")
-    submitted = body.get("submitted_at")
-    if (not isinstance(submitted, int | float) or isinstance(submitted, bool)
-            or not 0 <= submitted <= _LATEST_TIMESTAMP):  # also false for NaN
-        raise MessageDecodeError(f"field 'submitted_at' must be a Unix time, got {submitted!r}")
-    max_pages = _field(body, "max_pages", int)
-    if not 1 <= max_pages <= MAX_PAGES_LIMIT:
-        raise MessageDecodeError(f"field 'max_pages' must be 1..{MAX_PAGES_LIMIT}, got {max_pages}")
-    max_depth = _field(body, "max_depth", int)
-    if not 0 <= max_depth <= MAX_DEPTH_LIMIT:
-        raise MessageDecodeError(f"field 'max_depth' must be 0..{MAX_DEPTH_LIMIT}, got {max_depth}")
-    per_host = _optional(body, "max_pages_per_host", int, 0)
-    if not 0 <= per_host <= MAX_PAGES_LIMIT:
-        raise MessageDecodeError(f"field 'max_pages_per_host' must be 0..{MAX_PAGES_LIMIT}, got {per_host}")
-    return CrawlRequest(
-        crawl_id=_field(body, "crawl_id", str),
-        seeds=tuple(seeds),
-        max_pages=max_pages,
-        max_depth=max_depth,
-        scope=scope,
-        submitted_at=float(submitted),
-        allow_patterns=_strings(body, "allow_patterns"),
-        deny_patterns=_strings(body, "deny_patterns"),
-        max_pages_per_host=per_host,
-        user_agent=_optional(body, "user_agent", str, ""),
-        use_sitemaps=_optional(body, "use_sitemaps", bool, False),
-    )
-
-
-def _optional(body: dict[str, Any], name: str, kind: type, default: Any) -> Any:
-    """A field added after v1 was published: absent means ``default``."""
-    return default if body.get(name) is None else _field(body, name, kind)
-
-
-def _strings(body: dict[str, Any], name: str) -> tuple[str, ...]:
-    value = body.get(name) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MessageDecodeError(f"field {name!r} must be a list of strings, got {value!r}")
-    return tuple(value)
+    return _CRAWL_REQUEST.decode(payload)
 
 
 def decode_frontier_url(payload: bytes | None) -> FrontierURL:
-    body = _load(payload, FrontierURL.TYPE, FrontierURL.VERSION)
-    depth = _field(body, "depth", int)
-    if depth < 0:
-        raise MessageDecodeError(f"field 'depth' must be >= 0, got {depth}")
-    return FrontierURL(crawl_id=_field(body, "crawl_id", str), url=_field(body, "url", str), depth=depth)
+    return _FRONTIER_URL.decode(payload)
 
 
 def decode_dead_letter(payload: bytes | None) -> DeadLetter:
-    body = _load(payload, DeadLetter.TYPE, DeadLetter.VERSION)
-    return DeadLetter(
-        reason=_field(body, "reason", str),
-        source_topic=_field(body, "source_topic", str),
-        partition=_field(body, "partition", int),
-        offset=_field(body, "offset", int),
-        payload_b64=_field(body, "payload_b64", str),
-    )
+    return _DEAD_LETTER.decode(payload)

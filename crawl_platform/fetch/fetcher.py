@@ -28,13 +28,19 @@ from crawl_platform.fetch.politeness import HostPacer, HostRecord, origin_of
 from crawl_platform.fetch.proxies import ProxyPool, redact
 from crawl_platform.fetch.retry import RetryPolicy, parse_retry_after
 from crawl_platform.fetch.robots import RobotsCache, fetch_robots_txt
-from crawl_platform.fetch.transport import ConnectionFailedError, Response, Transport, TransportError, media_type
+from crawl_platform.fetch.transport import (
+    REDIRECT_STATUSES,
+    ConnectionFailedError,
+    Response,
+    Transport,
+    TransportError,
+    media_type,
+)
 from crawl_platform.fetch.turns import HostTurns
 from crawl_platform.urls import InvalidURLError, canonicalize
 
 MAX_CRAWL_DELAY_S = 10.0
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-_REDIRECTS = {301, 302, 303, 307, 308}
 _ROBOTS_UNREACHABLE = "robots.txt unreachable (server error or network failure): host skipped until it answers"
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 
@@ -265,13 +271,13 @@ class Fetcher:
                 headers["If-Modified-Since"] = req.last_modified
             resp, attempts, gave_up = self._exchange(trail.current, headers, req.accept_any, agent)
             location = resp.headers.get("Location")
-            if resp.status in _REDIRECTS and location and gave_up is None:
+            if resp.status in REDIRECT_STATUSES and location and gave_up is None:
                 trail.chain.append(trail.current)
                 trail.current = canonicalize(urljoin(trail.current, location))
                 if trail.current in trail.chain:
                     return {"error": f"redirect loop: {' -> '.join([*trail.chain, trail.current])}"}
                 continue
-            keep_body = resp.status not in _REDIRECTS and resp.status != 304
+            keep_body = resp.status not in REDIRECT_STATUSES and resp.status != 304
             return {"status": resp.status, "content_type": resp.content_type, "error": gave_up,
                     "body": resp.body if keep_body else b"", "etag": resp.headers.get("ETag"),
                     "last_modified": resp.headers.get("Last-Modified"), "attempts": attempts}

@@ -30,7 +30,7 @@ from urllib.parse import urljoin
 from protego import Protego
 
 from crawl_platform.fetch.politeness import HostPacer, HostRecord, origin_of
-from crawl_platform.fetch.transport import Transport, TransportError
+from crawl_platform.fetch.transport import REDIRECT_STATUSES, Transport, TransportError
 from crawl_platform.urls import InvalidURLError, canonicalize
 
 ROBOTS_MAX_BYTES = 512 * 1024
@@ -91,7 +91,6 @@ def policy_from(status: int | None, body: str, fetched_at: float, ttl_s: float,
 
 # (status or None on network error, body) for a robots.txt URL.
 RobotsFetch = Callable[[str], tuple[int | None, bytes]]
-_REDIRECTS = {301, 302, 303, 307, 308}
 
 
 def fetch_robots_txt(transport: Transport, pacer: HostPacer, robots_url: str,
@@ -107,7 +106,7 @@ def fetch_robots_txt(transport: Transport, pacer: HostPacer, robots_url: str,
             with pacer.turn(origin_of(url)):
                 resp = transport.get(url, headers, body_cap=ROBOTS_MAX_BYTES, truncate=True)
             location = resp.headers.get("Location")
-            if resp.status not in _REDIRECTS or not location:
+            if resp.status not in REDIRECT_STATUSES or not location:
                 return resp.status, resp.body
             url = canonicalize(urljoin(url, location))
         return resp.status, b""  # too many redirects: the RFC lets us treat it as unavailable

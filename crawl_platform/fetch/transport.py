@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 64 * 1024
 REDIRECT_BODY_BYTES = 64 * 1024  # enough of a 3xx body to keep the connection reusable
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # the 3xx a caller follows to Location
 
 
 class TransportError(Exception):

@@ -10,14 +10,16 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
+from typing import get_args
 
 from crawl_platform.bus.base import Bus, BusError
 from crawl_platform.bus.messages import MAX_DEPTH_LIMIT, MAX_PAGES_LIMIT, CrawlRequest
 from crawl_platform.bus.publishing import publish_crawl_request
+from crawl_platform.config import Scope
 from crawl_platform.urls import InvalidURLError, canonicalize, host_of
 
 _CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
-SCOPES = ("host", "domain", "any")
+SCOPES: tuple[Scope, ...] = get_args(Scope)
 
 
 def new_crawl_id(first_seed: str) -> str:
@@ -53,7 +55,7 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
     if not _CRAWL_ID.match(crawl_id):
         raise ValueError(f"crawl id {crawl_id!r} must be 1-128 letters, digits or ._@:- (no spaces)")
     return CrawlRequest(crawl_id, tuple(dict.fromkeys(canonical)), max_pages, max_depth,
-                        scope, time.time(), tuple(allow), tuple(deny), max_pages_per_host,  # type: ignore[arg-type]
+                        scope, time.time(), tuple(allow), tuple(deny), max_pages_per_host,
                         user_agent.strip(), use_sitemaps)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 
 import pytest
@@ -21,6 +22,30 @@ from crawl_platform.bus.messages import (
 REQUEST = CrawlRequest("c-1", ("http://a.example/", "http://b.example/x"), 500, 3, "domain", 1_700_000_000.25)
 FRONTIER = FrontierURL("c-1", "http://a.example/page?x=1", 2)
 LETTER = DeadLetter.for_payload("not JSON: boom", "crawl.frontier", 3, 42, b"\x00\xffraw")
+FULL_REQUEST = CrawlRequest("c-2", ("http://a.example/",), 10, 0, "any", 1_700_000_000.0, ("/docs/",),
+                            (r"\.pdf$",), 7, "Bot/1.0 (+x) \u00e9", True)
+
+# Written by the hand-made codec that first put these messages on the wire: every producer and
+# every message still in a topic uses exactly these bytes.
+WIRE = [
+    (REQUEST, decode_crawl_request,
+     b'{"crawl_id":"c-1","seeds":["http://a.example/","http://b.example/x"],"max_pages":500,"max_depth":3,'
+     b'"scope":"domain","submitted_at":1700000000.25,"allow_patterns":[],"deny_patterns":[],'
+     b'"max_pages_per_host":0,"user_agent":"","use_sitemaps":false,"type":"crawl_request","v":1}'),
+    (FULL_REQUEST, decode_crawl_request,
+     b'{"crawl_id":"c-2","seeds":["http://a.example/"],"max_pages":10,"max_depth":0,"scope":"any",'
+     b'"submitted_at":1700000000.0,"allow_patterns":["/docs/"],"deny_patterns":["\\\\.pdf$"],'
+     b'"max_pages_per_host":7,"user_agent":"Bot/1.0 (+x) \\u00e9","use_sitemaps":true,"type":"crawl_request","v":1}'),
+    (FRONTIER, decode_frontier_url,
+     b'{"crawl_id":"c-1","url":"http://a.example/page?x=1","depth":2,"type":"frontier_url","v":1}'),
+    (LETTER, decode_dead_letter,
+     b'{"reason":"not JSON: boom","source_topic":"crawl.frontier","partition":3,"offset":42,'
+     b'"payload_b64":"AP9yYXc=","type":"dead_letter","v":1}'),
+]
+# A crawl request as v1 was first published, before the optional fields were added.
+FIRST_V1_REQUEST = (b'{"crawl_id":"c-1","seeds":["http://a.example/"],"max_pages":5,"max_depth":1,"scope":"host",'
+                    b'"submitted_at":1700000000,"type":"crawl_request","v":1}')
+LATER_FIELDS = ("allow_patterns", "deny_patterns", "max_pages_per_host", "user_agent", "use_sitemaps")
 
 DECODERS = [
     (REQUEST, decode_crawl_request),
@@ -40,6 +65,12 @@ def _payload(body: dict) -> bytes:
 @pytest.mark.parametrize(("message", "decode"), DECODERS)
 def test_round_trip(message, decode):
     assert decode(encode(message)) == message
+
+
+@pytest.mark.parametrize(("message", "decode", "wire"), WIRE)
+def test_wire_format_is_pinned(message, decode, wire):
+    assert encode(message) == wire
+    assert decode(wire) == message
 
 
 @pytest.mark.parametrize(("message", "decode"), DECODERS)
@@ -176,3 +207,105 @@ def test_unknown_scope_is_refused_with_the_choices(scope):
 def test_decode_error_is_a_value_error():
     # Callers that catch ValueError (e.g. generic input validation) also catch bad messages.
     assert issubclass(MessageDecodeError, ValueError)
+
+
+def test_a_request_from_before_the_optional_fields_decodes_with_their_defaults():
+    request = decode_crawl_request(FIRST_V1_REQUEST)
+    assert request == CrawlRequest("c-1", ("http://a.example/",), 5, 1, "host", 1_700_000_000.0)
+    assert (request.allow_patterns, request.deny_patterns, request.max_pages_per_host, request.user_agent,
+            request.use_sitemaps) == ((), (), 0, "", False)
+
+
+def test_optional_fields_sent_as_null_take_their_defaults():
+    body = _body(FULL_REQUEST) | dict.fromkeys(LATER_FIELDS)
+    decoded = decode_crawl_request(_payload(body))
+    assert decoded == dataclasses.replace(FULL_REQUEST, allow_patterns=(), deny_patterns=(), max_pages_per_host=0,
+                                          user_agent="", use_sitemaps=False)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("max_pages", 0, "field 'max_pages' must be 1..2147483647, got 0"),
+        ("max_pages", 2**31, "field 'max_pages' must be 1..2147483647, got 2147483648"),
+        ("max_depth", -1, "field 'max_depth' must be 0..10000, got -1"),
+        ("max_depth", 10_001, "field 'max_depth' must be 0..10000, got 10001"),
+        ("max_pages_per_host", -1, "field 'max_pages_per_host' must be 0..2147483647, got -1"),
+        ("max_pages_per_host", 2**31, "field 'max_pages_per_host' must be 0..2147483647, got 2147483648"),
+        ("submitted_at", -1.0, "field 'submitted_at' must be 0..32503680000.0, got -1.0"),
+        ("submitted_at", 4e10, "field 'submitted_at' must be 0..32503680000.0, got 40000000000.0"),
+    ],
+)
+def test_out_of_range_limit_is_refused_with_its_bounds(field, value, reason):
+    body = _body(REQUEST) | {field: value}
+    with pytest.raises(MessageDecodeError) as caught:
+        decode_crawl_request(_payload(body))
+    assert str(caught.value) == reason
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity"])
+def test_submitted_at_must_be_a_finite_number(literal):
+    payload = encode(REQUEST).replace(b"1700000000.25", literal)
+    with pytest.raises(MessageDecodeError, match=r"^field 'submitted_at' must be 0\.\.32503680000\.0, got "):
+        decode_crawl_request(payload)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("max_pages", True, "field 'max_pages' must be an integer, got True"),
+        ("crawl_id", 7, "field 'crawl_id' must be a string, got 7"),
+        ("submitted_at", "yesterday", "field 'submitted_at' must be a Unix time, got 'yesterday'"),
+        ("seeds", ["http://a.example/", None],
+         "field 'seeds' must be a non-empty list of strings, got None at index 1"),
+        ("allow_patterns", "/docs/", "field 'allow_patterns' must be a list of strings, got '/docs/'"),
+        ("deny_patterns", [1], "field 'deny_patterns' must be a list of strings, got 1 at index 0"),
+        ("max_pages_per_host", True, "field 'max_pages_per_host' must be an integer, got True"),
+        ("user_agent", 5, "field 'user_agent' must be a string, got 5"),
+        ("use_sitemaps", 1, "field 'use_sitemaps' must be true or false, got 1"),
+        ("use_sitemaps", "yes", "field 'use_sitemaps' must be true or false, got 'yes'"),
+    ],
+)
+def test_mistyped_field_reason_is_one_exact_line(field, value, reason):
+    body = _body(REQUEST) | {field: value}
+    with pytest.raises(MessageDecodeError) as caught:
+        decode_crawl_request(_payload(body))
+    assert str(caught.value) == reason
+
+
+def test_missing_field_reason_is_one_exact_line():
+    body = _body(FRONTIER)
+    del body["url"]
+    with pytest.raises(MessageDecodeError) as caught:
+        decode_frontier_url(_payload(body))
+    assert str(caught.value) == "field 'url' is missing"
+
+
+def test_a_value_with_a_newline_stays_on_one_line():
+    body = _body(REQUEST) | {"max_pages": "5\n6"}
+    with pytest.raises(MessageDecodeError) as caught:
+        decode_crawl_request(_payload(body))
+    assert str(caught.value) == "field 'max_pages' must be an integer, got '5\\n6'"
+
+
+@pytest.mark.parametrize(("message", "decode"), DECODERS)
+def test_messages_are_frozen_and_hashable(message, decode):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        message.crawl_id = "other"  # type: ignore[misc]
+    assert {message, decode(encode(message))} == {message}
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: FrontierURL("c", "http://a.example/", True),
+        lambda: FrontierURL("c", "http://a.example/", -1),
+        lambda: CrawlRequest("c", (), 10, 1, "host", 1.0),
+        lambda: CrawlRequest("c", ("http://a.example/",), 0, 1, "host", 1.0),
+        lambda: CrawlRequest("c", ("http://a.example/",), 10, 1, "planet", 1.0),
+    ],
+)
+def test_an_invalid_message_cannot_be_built(build):
+    # The consumer would refuse it, so the producer never gets to publish it.
+    with pytest.raises(ValueError, match="validation error"):
+        build()
