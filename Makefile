@@ -16,10 +16,17 @@ $(STAMP): pyproject.toml
 run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 	$(BIN)/crawl-platform up
 
+# pytest-xdist workers for `make test`. Modules go to workers whole (the e2e modules share a platform
+# between their tests) in collection order, and tests/e2e/conftest.py puts the e2e modules first,
+# slowest first. Not --dist loadgroup: with pytest 9.2 it silently stops grouping (pytest-xdist #1386).
+# Two, one per core: the e2e tests are CPU-bound (every Dagster run starts a fresh Python process).
+TEST_WORKERS ?= 2
+
 test: $(STAMP)  ## set up, then run the whole test suite (and the linters)
 	$(BIN)/ruff check .
 	$(BIN)/mypy crawl_platform crawl_platform_dagster
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		--durations=15
 
 PAGES ?= 20000
 BENCH_ARGS ?= --mode both --scrapy-concurrency 1

@@ -142,6 +142,8 @@ def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepar
         "parse_seconds": round(report.seconds.get("parse", 0.0), 3),
         "land_seconds": round(report.seconds.get("land", 0.0), 3),
         "pages_per_second": round((report.fetched + report.failed) / total, 1) if total else 0.0,
+        # The lake as of this batch: SELECT ... FROM pages AT (VERSION => snapshot_id).
+        "snapshot_id": report.snapshot_id,
     })
     yield Output(None, "documents", metadata={"new_versions": report.new_versions})
     yield Output(None, "links", metadata={"links": report.links})
@@ -187,6 +189,7 @@ def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> Ma
         # The batch landed and Dagster recorded it: its handoff between steps is no longer needed.
         discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
     return MaterializeResult(metadata={
+        "snapshot_id": crawl.store().snapshot_id(),
         "links_in_scope": growth.discovered,
         "new_urls": growth.admitted,
         "published": growth.published,

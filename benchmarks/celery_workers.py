@@ -115,7 +115,7 @@ def run_mode(args: argparse.Namespace, executor: str, n_workers: int, broker: Em
     settings = Settings(
         kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
         seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
-        duckdb_path=tmp / "crawl.duckdb", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",
+        lake_path=tmp / "lake", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",
         batch_size=args.batch_size, fetch_shards=args.fetch_shards, host_delay_ms=args.host_delay_ms,
         allowed_networks=["127.0.0.0/8"], executor=executor, celery_broker=celery_broker,
         celery_backend=celery_backend, celery_queue=f"crawl-bench-{tag}",

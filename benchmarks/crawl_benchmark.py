@@ -44,7 +44,7 @@ from crawl_platform_dagster.stack import DagsterProcesses
 
 def first_row_after(store: CrawlStore, started: float, timeout: float = 300.0) -> float:
     while time.monotonic() - started < timeout:
-        if store.path.exists() and store.query("SELECT count(*) FROM pages")[0][0]:
+        if store.exists() and store.query("SELECT count(*) FROM pages")[0][0]:
             return time.monotonic() - started
         time.sleep(0.1)
     return float("nan")
@@ -83,7 +83,7 @@ def main() -> None:
         settings = Settings(
             kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
             seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
-            duckdb_path=tmp / "crawl.duckdb", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",
+            lake_path=tmp / "lake", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",
             batch_size=args.batch_size,
             host_delay_ms=args.host_delay_ms, allowed_networks=["127.0.0.0/8"],
         )

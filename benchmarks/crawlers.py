@@ -120,7 +120,7 @@ def platform_settings(workdir: Path, bootstrap: str, batch_size: int, host_delay
     return Settings(
         kafka_bootstrap_servers=bootstrap, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
         seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
-        duckdb_path=workdir / "crawl.duckdb", dagster_home=workdir / "dagster_home", handoff_dir=workdir / "handoff",
+        lake_path=workdir / "lake", dagster_home=workdir / "dagster_home", handoff_dir=workdir / "handoff",
         batch_size=batch_size,
         host_delay_ms=host_delay_ms, allowed_networks=["127.0.0.0/8"],
     )
@@ -162,7 +162,7 @@ def crawl_with_platform(site: ServedSite, workdir: Path, mode: str, batch_size: 
             _engine(result, measured, env, site, store, workdir, timeout_s)
         else:
             _dagster(result, measured, env, site, store, settings, workdir, max_concurrent_runs, timeout_s)
-        rows = store.query("SELECT url FROM pages") if store.path.exists() else []
+        rows = store.query("SELECT url FROM pages") if store.exists() else []
     result.check(collections.Counter(canonicalize(r[0]) for r in rows), site.expected)
     if site.nginx:
         result.requests_served = len(site.nginx.requests_since(offset))

@@ -33,7 +33,7 @@ def main() -> None:
         settings = Settings(kafka_bootstrap_servers=broker.bootstrap_servers,
                             kafka_producer_config=EMBEDDED_PRODUCER_CONFIG, frontier_topic=f"f-{tag}",
                             seeds_topic=f"s-{tag}", dead_letter_topic=f"d-{tag}",
-                            duckdb_path=Path(tempfile.mkdtemp()) / "c.duckdb")
+                            lake_path=Path(tempfile.mkdtemp()) / "lake")
         os.environ.update(settings.to_env())
         bus = KafkaBus.from_settings(settings)
         bus.ensure_topics()

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-Scope = Literal["host", "domain", "any"]
+Scope = Literal["host", "domain", "any"]  # the one list of crawl scopes; others use get_args(Scope)
 
 
 class Settings(BaseSettings):
@@ -55,14 +55,36 @@ class Settings(BaseSettings):
     )
 
     # --- Storage -------------------------------------------------------------------------------
-    duckdb_path: Path = Field(
-        Path("data/crawl.duckdb"), validation_alias=AliasChoices("CRAWL_DUCKDB_PATH", "duckdb_path")
+    lake_path: Path = Field(
+        Path("data/lake"), validation_alias=AliasChoices("CRAWL_LAKE_PATH", "lake_path"),
+        description="Folder of the embedded lake: its SQLite catalog (catalog.sqlite) and its Parquet "
+        "data files (data/), unless CRAWL_LAKE_CATALOG or CRAWL_LAKE_DATA_PATH say otherwise.",
     )
-    duckdb_lock_timeout_s: float = Field(
-        120.0,
-        gt=0,
-        validation_alias=AliasChoices("CRAWL_DUCKDB_LOCK_TIMEOUT", "duckdb_lock_timeout_s"),
-        description="How long a reader or writer waits for another process to release the file.",
+    lake_catalog: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_LAKE_CATALOG", "lake_catalog"),
+        description="The lake's catalog: empty for the embedded SQLite file under CRAWL_LAKE_PATH, "
+        "sqlite:PATH for another file, or postgres:DSN (e.g. postgres:dbname=crawl host=pg.internal "
+        "user=crawler) for a catalog every machine shares.",
+    )
+    lake_data_path: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_LAKE_DATA_PATH", "lake_data_path"),
+        description="Where the lake's Parquet files live: empty for CRAWL_LAKE_PATH/data, or a folder "
+        "every worker reaches (a shared mount; s3://bucket/prefix/ with the httpfs extension).",
+    )
+    lake_write_timeout_s: float = Field(
+        120.0, gt=0, validation_alias=AliasChoices("CRAWL_LAKE_WRITE_TIMEOUT", "lake_write_timeout_s"),
+        description="How long a writer waits for the lake's write lock (writers take turns; readers "
+        "never wait).",
+    )
+    lake_retention_days: int = Field(
+        7, ge=0, validation_alias=AliasChoices("CRAWL_LAKE_RETENTION_DAYS", "lake_retention_days"),
+        description="Days of lake snapshots lake maintenance keeps for time travel; older snapshots are "
+        "expired and the files only they referenced are removed.",
+    )
+    lake_backup_path: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_LAKE_BACKUP_PATH", "lake_backup_path"),
+        description="Folder lake_backup_job writes backups into (one folder per backup, "
+        "<snapshot>-<UTC time>); empty for backups/ next to CRAWL_LAKE_PATH.",
     )
     dagster_home: Path = Field(
         Path("data/dagster_home"), validation_alias=AliasChoices("DAGSTER_HOME", "dagster_home")
@@ -237,6 +259,10 @@ class Settings(BaseSettings):
             return self.batch_size
         per_request_s = max(self.host_delay_ms, 10) / 1000.0
         return max(100, min(5_000, int(self.batch_seconds / per_request_s)))
+
+    def lake_backups_root(self) -> Path:
+        """The folder backups go into: ``CRAWL_LAKE_BACKUP_PATH``, or ``backups/`` beside the lake folder."""
+        return Path(self.lake_backup_path) if self.lake_backup_path else self.lake_path.parent / "backups"
 
     def shard_count(self) -> int:
         """Fetch shards per batch run (``CRAWL_FETCH_SHARDS``, or its default for the executor)."""

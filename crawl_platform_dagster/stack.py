@@ -118,7 +118,7 @@ def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> S
     """Settings every child shares: absolute paths, so runs see the same files whatever their cwd."""
     update: dict[str, object] = {
         "dagster_home": settings.dagster_home.resolve(),
-        "duckdb_path": settings.duckdb_path.resolve(),
+        "lake_path": settings.lake_path.resolve(),
         "handoff_dir": settings.handoff_dir.resolve(),
     }
     if embedded and "kafka_producer_config" not in settings.model_fields_set:
@@ -155,7 +155,7 @@ def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int =
         if not dagster.wait_webserver():
             print(f"crawl-platform: Dagster did not start; see {logs}", file=sys.stderr)
             return 1
-        print(f"Dagster UI: http://127.0.0.1:{port}   DuckDB: {child_settings.duckdb_path}", flush=True)
+        print(f"Dagster UI: http://127.0.0.1:{port}   lake: {child_settings.lake_path}", flush=True)
         if demo_pages:
             site = _serve_and_submit_demo(child_settings, demo_pages)
         print("crawl your own sites with `crawl-platform crawl URL`; Ctrl-C stops everything", flush=True)
@@ -216,7 +216,7 @@ def run_worker(settings: Settings, concurrency: int) -> int:
     """A Celery worker in the foreground until Ctrl-C; it runs batch steps of crawl_batch_celery_job."""
     env = {**os.environ, **settings.to_env()}
     env["DAGSTER_HOME"] = str(settings.dagster_home.resolve())
-    env["CRAWL_DUCKDB_PATH"] = str(settings.duckdb_path.resolve())
+    env["CRAWL_LAKE_PATH"] = str(settings.lake_path.resolve())
     # dagster-celery starts `celery` from PATH: make it this environment's.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     print(f"Celery worker on {settings.celery_broker} (concurrency {concurrency}); Ctrl-C stops it", flush=True)

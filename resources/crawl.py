@@ -24,13 +24,13 @@ from crawl_platform.store.database import CrawlStore
 class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself
     """The platform settings (env vars documented in the README); fields here override them."""
 
-    duckdb_path: str | None = None
+    lake_path: str | None = None
     kafka_bootstrap_servers: str | None = None
 
     def settings(self) -> Settings:
         overrides: dict[str, Any] = {}
-        if self.duckdb_path:
-            overrides["duckdb_path"] = self.duckdb_path
+        if self.lake_path:
+            overrides["lake_path"] = self.lake_path
         if self.kafka_bootstrap_servers:
             overrides["kafka_bootstrap_servers"] = self.kafka_bootstrap_servers
         return Settings(**overrides)

@@ -20,10 +20,10 @@ if TYPE_CHECKING:  # pandas loads only when a check reads a frame, not in every 
 class CrawlStoreResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself
     """Read access to the DuckDB store for checks and schedules (short, retried connections)."""
 
-    duckdb_path: str | None = None
+    lake_path: str | None = None
 
     def store(self) -> CrawlStore:
-        settings = Settings(duckdb_path=self.duckdb_path) if self.duckdb_path else Settings()
+        settings = Settings(lake_path=self.lake_path) if self.lake_path else Settings()
         return CrawlStore.from_settings(settings)
 
     def read_frame(self, sql: str, params: list[object] | None = None) -> pd.DataFrame:

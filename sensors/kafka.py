@@ -36,7 +36,7 @@ from crawl_platform.pipeline.loop import (
     plan_seeds,
     read_topic,
 )
-from crawl_platform.store.database import CrawlStore, StoreBusyError
+from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.assets.crawl_batch import frontier_batches
 from crawl_platform_dagster.assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
 from crawl_platform_dagster.instance import PARTITION_TAG_PREFIX, celery_run_config
@@ -69,14 +69,11 @@ def _run_queue(context: SensorEvaluationContext, batch_job_name: str) -> RunQueu
 
 
 def _count_orphans(settings: Settings) -> int:
-    """Queued URLs older than the orphan age; a missing or busy store counts none this tick."""
-    store = CrawlStore(settings.duckdb_path, lock_timeout_s=5.0)
-    if not store.path.exists():
+    """Queued URLs older than the orphan age; none before the lake exists."""
+    store = CrawlStore.from_settings(settings)
+    if not store.exists():
         return 0
-    try:
-        return FrontierReadModel(store).orphaned_count(ORPHAN_AFTER_S)
-    except StoreBusyError:
-        return 0
+    return FrontierReadModel(store).orphaned_count(ORPHAN_AFTER_S)
 
 
 def _batch_requests(plan: FrontierPlan, settings: Settings) -> list[RunRequest]:

@@ -1,7 +1,8 @@
 """Shared fixtures: a real Kafka-wire broker, DuckDB files, demo sites on loopback, PostgreSQL.
 
 Each test gets its own topics (unique names on the session's broker) and its own DuckDB file,
-so tests never see each other's messages or rows.
+so tests never see each other's messages or rows. ``store`` and ``store_settings`` need no broker;
+``settings``, ``bus`` and ``crawl_env`` start the session's broker the first time a test asks.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker
+from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker, free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
@@ -30,23 +31,31 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
 
 
 @pytest.fixture
-def settings(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
-    """Settings for one test: own topics, own DuckDB file, no politeness delay, loopback allowed."""
+def store_settings(tmp_path: Path) -> Settings:
+    """Settings for one test that needs no broker: own topic names, own DuckDB file, no politeness
+    delay, loopback allowed. Kafka points at a loopback port nothing listens on, so asking for it
+    fails instead of reaching a broker someone runs here; a test that needs one uses ``settings``."""
     tag = uuid.uuid4().hex[:8]
     return Settings(
-        kafka_bootstrap_servers=broker.bootstrap_servers,
-        kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+        kafka_bootstrap_servers=f"127.0.0.1:{free_port()}",
         seeds_topic=f"seeds-{tag}",
         frontier_topic=f"frontier-{tag}",
         dead_letter_topic=f"dead-{tag}",
         topic_partitions=4,
-        duckdb_path=tmp_path / "crawl.duckdb",
+        lake_path=tmp_path / "lake",
         dagster_home=tmp_path / "dagster_home",
         handoff_dir=tmp_path / "handoff",
         host_delay_ms=0,
         allowed_networks=["127.0.0.0/8"],
         batch_size=50,
     )
+
+
+@pytest.fixture
+def settings(broker: EmbeddedBroker, store_settings: Settings) -> Settings:
+    """``store_settings`` on the session's broker (same topics and DuckDB file as ``store`` uses)."""
+    return store_settings.model_copy(update={"kafka_bootstrap_servers": broker.bootstrap_servers,
+                                             "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG})
 
 
 @pytest.fixture
@@ -66,8 +75,9 @@ def bus(settings: Settings) -> Iterator[KafkaBus]:
 
 
 @pytest.fixture
-def store(settings: Settings) -> CrawlStore:
-    crawl_store = CrawlStore.from_settings(settings)
+def store(store_settings: Settings) -> CrawlStore:
+    """The test's own DuckDB file with the schema in place; starts no broker."""
+    crawl_store = CrawlStore.from_settings(store_settings)
     crawl_store.ensure_schema()
     return crawl_store
 

@@ -1,4 +1,5 @@
-"""The engine's commands of the ``crawl-platform`` command line: ``crawl`` and ``status``.
+"""The engine's commands of the ``crawl-platform`` command line: ``crawl`` and ``status``, and the
+lake commands ``sql``, ``backup``, ``restore`` and ``migrate`` (run by :mod:`crawl_platform.cli.lake`).
 
 A contract other tools rely on: user mistakes print one line to stderr and exit 2, an
 unreachable broker or busy store prints one line and exits 1, never a traceback. The commands
@@ -14,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn
 
 from pydantic import ValidationError
@@ -23,10 +25,14 @@ from rich.table import Table
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.cli import lake
 from crawl_platform.config import Settings
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, submit_crawl
-from crawl_platform.store.database import CrawlStore, StoreBusyError
+from crawl_platform.store.console import QueryError
+from crawl_platform.store.database import CrawlStore, StoreBusyError, StoreUnavailableError
+from crawl_platform.store.extensions import ExtensionError
+from crawl_platform.store.transfer import TransferFailedError, TransferRefusedError
 from crawl_platform.urls import InvalidURLError
 
 EXIT_USAGE = 2
@@ -88,6 +94,22 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
 
     status = sub.add_parser("status", help="pending, fetched, failed and pages/s per crawl")
     status.add_argument("--crawl-id", help="only this crawl")
+
+    sql = sub.add_parser("sql", help="query the lake with DuckDB: one query (-c) or a shell on stdin")
+    sql.add_argument("-c", dest="query", metavar="QUERY", help="run these statements, print the results, exit")
+    sql.add_argument("--write", action="store_true", help="attach the lake read-write (default: read-only)")
+    sql.add_argument("--csv", action="store_true", help="print results as CSV")
+    backup = sub.add_parser("backup", help="copy the lake as of one snapshot into a new folder")
+    backup.add_argument("dest", metavar="DEST", help="a new or empty folder")
+    backup.add_argument("--snapshot", type=int, metavar="N", help="the snapshot to copy (default: the latest)")
+    restore = sub.add_parser("restore", help="land a backup into the lake, checked against its manifest")
+    restore.add_argument("src", metavar="SRC", help="a folder written by backup")
+    restore.add_argument("--lake-path", type=Path, metavar="PATH",
+                         help="restore into the embedded lake at PATH (default: the configured lake)")
+    restore.add_argument("--force", action="store_true", help="replace the lake's crawl data if it holds any")
+    migrate = sub.add_parser("migrate", help="import an old single-file store (crawl.duckdb) into the lake")
+    migrate.add_argument("file", metavar="FILE.duckdb", help="the old store, opened read-only")
+    migrate.add_argument("--force", action="store_true", help="replace the lake's crawl data if it holds any")
     return parser
 
 
@@ -104,8 +126,11 @@ def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command
         if args.command in extra:
             return extra[args.command].run(settings, args)
         return _dispatch(settings, args)
-    except (BusError, StoreBusyError, BrokerStartError) as exc:
+    except (BusError, StoreBusyError, BrokerStartError, StoreUnavailableError, QueryError,
+            TransferFailedError) as exc:
         return fail(str(exc), EXIT_UNAVAILABLE)
+    except (ExtensionError, TransferRefusedError) as exc:
+        return fail(str(exc), EXIT_USAGE)
     except KeyboardInterrupt:
         return 130
 
@@ -113,6 +138,8 @@ def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command
 def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "crawl":
         return _crawl(settings, args)
+    if args.command in lake.COMMANDS:
+        return lake.COMMANDS[args.command](settings, args)
     return _status(settings, args.crawl_id)
 
 
@@ -162,8 +189,8 @@ def _line(s: CrawlStatus) -> str:
 
 def _status(settings: Settings, crawl_id: str | None) -> int:
     store = CrawlStore.from_settings(settings)
-    if not store.path.exists():
-        print(f"no crawls yet ({store.path} does not exist)")
+    if not store.exists():
+        print(f"no crawls yet (no lake at {store.location.catalog})")
         return 0
     rows = FrontierReadModel(store).status(crawl_id)  # the store alone: no Kafka client
     if not rows:

@@ -74,14 +74,17 @@ class Admission:
         seeds = sorted({canonicalize(s) for s in request.seeds})
         with self.store.write() as con:
             con.execute(
+                # The lake has no unique keys: a crawl id is registered once because writers take
+                # turns (the store's write lock) and this insert skips an id already there.
                 """INSERT INTO crawls (crawl_id, seeds, scope, max_pages, max_depth, submitted_at,
                                        registered_at, allow_patterns, deny_patterns, max_pages_per_host,
                                        user_agent, use_sitemaps)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING""",
+                   SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?
+                   WHERE NOT EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ?)""",
                 [request.crawl_id, seeds, request.scope, request.max_pages, request.max_depth,
                  datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), utc_now(),
                  list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
-                 request.user_agent, request.use_sitemaps],
+                 request.user_agent, request.use_sitemaps, request.crawl_id],
             )
             admitted = self._admit(con, [(request.crawl_id, url, 0) for url in seeds])
         return Admitted(admitted, len(seeds))

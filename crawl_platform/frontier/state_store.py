@@ -43,15 +43,17 @@ class URLStateStore:
         """Insert the rows that ``admitted_sql`` selects (columns ``crawl_id, url, depth, host``, all
         new to their crawl) as ``discovered``, in the caller's transaction; returns them, to publish."""
         check_transition(None, URLState.DISCOVERED)
-        rows = con.execute(
+        # The lake supports no RETURNING: the admitted rows are fixed in a temporary table first.
+        con.execute(f"CREATE OR REPLACE TEMP TABLE admitted AS SELECT crawl_id, url, depth, host FROM ({admitted_sql})")
+        con.execute(
             f"""
             INSERT INTO frontier (url, crawl_id, depth, state, discovered_at, host, updated_at)
-            SELECT url, crawl_id, depth, {sql_literal(URLState.DISCOVERED)}, $1, host, $1
-            FROM ({admitted_sql})
-            RETURNING crawl_id, url, depth
+            SELECT url, crawl_id, depth, {sql_literal(URLState.DISCOVERED)}, $1, host, $1 FROM temp.admitted
             """,
             [utc_now()],
-        ).fetchall()
+        )
+        rows = con.execute("SELECT crawl_id, url, depth FROM temp.admitted").fetchall()
+        con.execute("DROP TABLE temp.admitted")
         return [FrontierURL(c, u, d) for c, u, d in rows]
 
     def mark_queued(self, urls: list[FrontierURL], refresh_queued: bool = False) -> None:
@@ -81,11 +83,11 @@ class URLStateStore:
             check_transition(None, state)
         skipped = sql_literal(BatchOutcome.SKIPPED)
         con.execute(
-            f"""INSERT INTO frontier
+            f"""INSERT INTO frontier (url, crawl_id, depth, state, discovered_at, host, updated_at, batch_id)
                SELECT b.url, b.crawl_id, b.depth, b.outcome, $2, split_part(b.url, '/', 3), $2, $1
                FROM batch_items b JOIN crawls USING (crawl_id)
                WHERE b.batch_id = $1 AND b.outcome <> {skipped}
-               ON CONFLICT DO NOTHING""",
+                 AND NOT EXISTS (SELECT 1 FROM frontier f WHERE f.crawl_id = b.crawl_id AND f.url = b.url)""",
             [batch_id, utc_now()],
         )
         con.execute(

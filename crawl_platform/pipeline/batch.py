@@ -50,6 +50,7 @@ class BatchReport:
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
+    snapshot_id: int | None = None  # the lake snapshot the batch landed in
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -329,3 +330,4 @@ def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, Fet
             report.fetched += 1
     report.new_versions = landed.new_versions
     report.links = landed.links
+    report.snapshot_id = landed.snapshot_id

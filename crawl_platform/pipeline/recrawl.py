@@ -30,7 +30,7 @@ def base_id(crawl_id: str) -> str:
 
 def plan_recrawls(store: CrawlStore, day: date) -> list[RecrawlPlan]:
     """One plan per crawl family (base id), from its latest pass, unless it already ran on ``day``."""
-    if not store.path.exists():
+    if not store.exists():
         return []
     rows = store.query("SELECT crawl_id, seeds, max_pages, max_depth, scope FROM crawls ORDER BY registered_at")
     latest: dict[str, tuple[str, list[str], int, int, str]] = {}

@@ -1,19 +1,30 @@
-"""The DuckDB crawl store: connections, locking and the schema.
+"""The crawl store: a DuckLake lakehouse (a catalog database plus Parquet data files) seen through DuckDB.
 
-DuckDB lets one process open a file for writing, and while it does no other process can open
-it at all. So every connection here is short: open, do one unit of work in one transaction,
-close. Writers on this machine queue on an exclusive ``flock`` next to the database and readers
-take a shared one, so nobody spins; anything that still meets DuckDB's own lock (another
-machine, a foreign tool) is retried with backoff until ``lock_timeout_s``. The SQL of the crawl
-itself lives in :mod:`crawl_platform.store.landing` and :mod:`crawl_platform.frontier.frontier`.
+Readers never wait: every read runs in its own snapshot of the lake, whatever writers are doing,
+and writers never wait for readers. Writers take turns on a lake-wide write lock (a ``flock``
+next to an embedded SQLite catalog, a PostgreSQL advisory lock on a shared one), so each write
+transaction starts from the latest snapshot and the crawl's invariants (a URL admitted once per
+crawl, one ``(url, version)`` per page, no lost state change) hold with any number of writer
+processes on any number of machines; DuckLake itself settles commits that still race. Every
+write transaction is one DuckLake snapshot, whose id :meth:`CrawlStore.write` reports.
+
+The DuckLake and catalog extensions come from their PyPI wheels (:mod:`crawl_platform.store.extensions`),
+never from the network. A process keeps one attached DuckDB instance per lake and gives each call
+its own cursor. The SQL of the crawl itself lives in :mod:`crawl_platform.store.landing`,
+:mod:`crawl_platform.store.hosts` and :mod:`crawl_platform.frontier`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import itertools
+import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,97 +32,346 @@ from typing import Any
 import duckdb
 
 from crawl_platform.config import Settings
+from crawl_platform.store.extensions import load_extensions
+
+LAKE = "lake"  # the name a client attaches the lake under (README, `crawl-platform sql`)
 
 
 class StoreBusyError(RuntimeError):
-    """The database stayed locked by another process for longer than the timeout."""
+    """Another writer held the lake's write lock for longer than the timeout."""
+
+
+class StoreUnavailableError(RuntimeError):
+    """The lake cannot be opened (missing or corrupt catalog, unreachable PostgreSQL, unwritable
+    data path); ``str(err)`` is one line saying which and what to do. Nothing landed is touched."""
+
+
+@dataclass(frozen=True)
+class LakeLocation:
+    """Where a lake lives: its catalog (``sqlite:PATH`` or ``postgres:DSN``) and its data path."""
+
+    catalog: str
+    data_path: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LakeLocation:
+        root = settings.lake_path
+        catalog = settings.lake_catalog or f"sqlite:{root / 'catalog.sqlite'}"
+        data = settings.lake_data_path or str(root / "data")
+        return cls(catalog, data.rstrip("/") + "/")
+
+    @property
+    def kind(self) -> str:
+        return self.catalog.split(":", 1)[0]
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        return Path(self.catalog.split(":", 1)[1]) if self.kind == "sqlite" else None
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.data_path
+
+    def attach_sql(self, read_only: bool = False, alias: str = LAKE) -> str:
+        """The ``ATTACH`` statement that opens this lake in any DuckDB client."""
+        options = [f"DATA_PATH '{_quote(self.data_path)}'"]
+        if read_only:
+            options.append("READ_ONLY")
+        return f"ATTACH 'ducklake:{_quote(self.catalog)}' AS {alias} ({', '.join(options)})"
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "''")
 
 
 class CrawlStore:
-    """Handle on the DuckDB file; cheap to create, holds no connection between calls."""
+    """Handle on the lake; cheap to create. The DuckDB instance that attaches it is opened on
+    first use and kept for the life of this object (one per process in practice)."""
 
-    def __init__(self, path: Path, lock_timeout_s: float = 120.0) -> None:
-        self.path = Path(path)
-        self.lock_timeout_s = lock_timeout_s
-        self._schema_ready = False
+    def __init__(self, location: LakeLocation, write_timeout_s: float = 120.0) -> None:
+        self.location = location
+        self.write_timeout_s = write_timeout_s
+        self._db: duckdb.DuckDBPyConnection | None = None
+        self.alias = f"lake_{next(_ALIASES)}"  # this process attaches each lake under its own name
+        self._open_lock = threading.Lock()
+        self._write_lock = threading.Lock()  # threads of this process take turns too
+        self._last = threading.local()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CrawlStore:
-        return cls(settings.duckdb_path, settings.duckdb_lock_timeout_s)
+        """The process's store for the lake the settings name: one attached DuckDB instance per
+        lake and process, however many components ask (attaching costs tens of milliseconds)."""
+        location = LakeLocation.from_settings(settings)
+        with _SHARED_LOCK:
+            store = _SHARED.get(location)
+            if store is None:
+                store = _SHARED[location] = cls(location, settings.lake_write_timeout_s)
+            return store
+
+    def exists(self) -> bool:
+        """True once the lake has been created (an embedded catalog file exists); a shared
+        catalog is assumed to exist."""
+        path = self.location.sqlite_path
+        return path is None or path.exists()
 
     @contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-write connection inside one transaction, committed on success, rolled back on error."""
-        with self._connect(read_only=False) as con:
-            con.execute("BEGIN TRANSACTION")
+        """One write transaction (one snapshot), committed on success, rolled back on error.
+        Waits for the lake's write lock, up to ``write_timeout_s``; afterwards
+        :attr:`last_snapshot_id` is the snapshot it committed."""
+        instance = self._instance()
+        with self._write_lock, self._lake_write_lock():
+            con = self._cursor(instance)
+            try:
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+                self._last.snapshot_id = self._current_snapshot(con)
+            finally:
+                con.close()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor holding the lake's write lock outside any transaction: each statement commits
+        on its own. For DuckLake's maintenance calls (:mod:`crawl_platform.store.maintenance`),
+        which must not share one transaction: a file cleanup inside it would delete files before
+        the commit that stops referencing them. Readers still never wait."""
+        instance = self._instance()
+        with self._write_lock, self._lake_write_lock():
+            con = self._cursor(instance)
             try:
                 yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
+            finally:
+                con.close()
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-only connection (the database is created first if it does not exist yet)."""
-        if not self.path.exists():
-            with self.write():
-                pass
-        with self._connect(read_only=True) as con:
-            yield con
+        """A cursor reading one consistent snapshot of the lake (never waits for writers)."""
+        con = self._cursor(self._instance())
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            finally:
+                con.execute("ROLLBACK")
+        finally:
+            con.close()
+
+    @property
+    def last_snapshot_id(self) -> int | None:
+        """The snapshot this thread's latest :meth:`write` committed (None before any)."""
+        value = getattr(self._last, "snapshot_id", None)
+        return int(value) if value is not None else None
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         with self.read() as con:
             return con.execute(sql, params or []).fetchall()
 
     def ensure_schema(self) -> None:
-        with self.write():
-            pass
+        self._instance()
+
+    def snapshot_id(self) -> int:
+        """The lake's latest snapshot."""
+        with self.read() as con:
+            return self._current_snapshot(con)
+
+    def lake_write_lock(self) -> contextlib.AbstractContextManager[None]:
+        """The lake-wide write lock alone, for a writer on a DuckDB connection of its own
+        (``crawl-platform sql --write``), so its statements take turns with the crawl's writes."""
+        return self._lake_write_lock()
+
+    def close(self) -> None:
+        """Detach the lake from the process's DuckDB."""
+        with self._open_lock:
+            if self._db is not None:
+                self._db.execute(f"DETACH {self.alias}")
+                self._db = None
 
     # --- internals ---------------------------------------------------------------------------
-    @contextmanager
-    def _connect(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout_s
-        with self._file_lock(exclusive=not read_only, deadline=deadline):
-            con = self._open(read_only, deadline)
-            try:
-                if not read_only and not self._schema_ready:
-                    con.execute(resources.files("crawl_platform.store").joinpath("schema.sql").read_text())
-                    self._schema_ready = True
-                yield con
-            finally:
-                con.close()
+    def _cursor(self, instance: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+        """A connection of its own to the process's DuckDB, with this lake as its default catalog."""
+        con = instance.cursor()
+        con.execute(f"USE {self.alias}")
+        con.execute("SET enable_progress_bar = false")  # a long query must not draw on the caller's stdout
+        return con
 
-    def _open(self, read_only: bool, deadline: float) -> duckdb.DuckDBPyConnection:
-        pause = 0.01
+    def _current_snapshot(self, con: duckdb.DuckDBPyConnection) -> int:
+        row = con.execute(f"SELECT id FROM {self.alias}.current_snapshot()").fetchone()
+        return int(row[0]) if row else 0
+
+    def _instance(self) -> duckdb.DuckDBPyConnection:
+        with self._open_lock:
+            if self._db is None:
+                self._db = self._open()
+            return self._db
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        location = self.location
+        sqlite_path = location.sqlite_path
+        if sqlite_path is not None:
+            _prepare_sqlite_catalog(sqlite_path)
+        if location.is_local:
+            data = Path(location.data_path)
+            try:
+                data.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StoreUnavailableError(f"cannot create the lake's data path {data}: {err.strerror}") from None
+            if not _writable(data):
+                raise StoreUnavailableError(f"the lake's data path {data} is not writable")
+        engine = _engine(location.kind)
+        con = engine.cursor()
+        try:
+            try:
+                con.execute(location.attach_sql(alias=self.alias))
+                con.execute(f"USE {self.alias}")
+                if not _has_schema(con, self.alias):
+                    with self._write_lock, self._lake_write_lock():
+                        # One transaction: a new lake starts with one snapshot holding every table.
+                        con.execute("BEGIN TRANSACTION")
+                        con.execute(resources.files("crawl_platform.store").joinpath("schema.sql").read_text())
+                        con.execute("COMMIT")
+            except BaseException:
+                # Attached but not ready (the write lock timed out, the schema failed): detach, or
+                # every later call of this store fails on its alias being taken.
+                for sql in ("ROLLBACK", "USE memory", f"DETACH DATABASE IF EXISTS {self.alias}"):
+                    with contextlib.suppress(duckdb.Error):
+                        con.execute(sql)
+                raise
+        except duckdb.Error as err:
+            raise StoreUnavailableError(_one_line(f"cannot open the lake {location.catalog}: {err}")) from None
+        finally:
+            con.close()
+        return engine
+
+    @contextmanager
+    def _lake_write_lock(self) -> Iterator[None]:
+        deadline = time.monotonic() + self.write_timeout_s
+        sqlite_path = self.location.sqlite_path
+        if sqlite_path is not None:
+            with _flock(sqlite_path.with_name(sqlite_path.name + ".write.lock"), deadline, self.write_timeout_s):
+                yield
+        else:
+            with _advisory_lock(self.location.catalog.split(":", 1)[1], deadline, self.write_timeout_s):
+                yield
+
+
+TABLES = ("crawls", "frontier", "pages", "documents", "links", "batch_items", "hosts")
+
+
+def _has_schema(con: duckdb.DuckDBPyConnection, alias: str) -> bool:
+    # This lake's own tables: duckdb_tables() would read every lake the process attached, and one
+    # unreachable catalog among them would stop every other lake from opening.
+    row = con.execute(f"SELECT count(DISTINCT table_name) FROM ducklake_table_info(?) WHERE table_name IN {TABLES}",
+                      [alias]).fetchone()
+    return row is not None and int(row[0]) == len(TABLES)
+
+
+_ENGINE: duckdb.DuckDBPyConnection | None = None
+_ENGINE_KINDS: set[str] = set()
+_ENGINE_LOCK = threading.Lock()
+_ALIASES = itertools.count(1)
+
+
+def _engine(catalog_kind: str) -> duckdb.DuckDBPyConnection:
+    """The process's one in-memory DuckDB, with DuckLake and the catalog drivers loaded once
+    (loading them costs a few hundred milliseconds). Every lake is attached to it."""
+    global _ENGINE  # noqa: PLW0603 - one DuckDB per process, created on first use
+    with _ENGINE_LOCK:
+        if _ENGINE is None:
+            # No extension is fetched or loaded behind our back, and a table name never silently
+            # resolves to a Python variable of the caller (data is handed over with register()).
+            _ENGINE = duckdb.connect(config={"autoinstall_known_extensions": False,
+                                             "autoload_known_extensions": False,
+                                             "python_enable_replacements": False})
+        if catalog_kind not in _ENGINE_KINDS:
+            load_extensions(_ENGINE, catalog_kind)
+            _ENGINE_KINDS.add(catalog_kind)
+        return _ENGINE
+
+
+_SHARED: dict[LakeLocation, CrawlStore] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _writable(path: Path) -> bool:
+    probe = path / f".write-probe-{threading.get_ident()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError:
+        return False
+    return True
+
+
+def _prepare_sqlite_catalog(path: Path) -> None:
+    """Create the catalog's folder and switch the SQLite file to WAL mode, in which readers never
+    block a writer's commit (the default journal makes a reading snapshot block every commit)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=30)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+        finally:
+            db.close()
+    except (OSError, sqlite3.Error) as err:
+        raise StoreUnavailableError(f"the lake catalog {path} cannot be opened: {err}") from None
+
+
+@contextmanager
+def _flock(path: Path, deadline: float, timeout_s: float) -> Iterator[None]:
+    with open(path, "a+") as handle:
+        pause = 0.005
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=read_only)
-            except duckdb.IOException as err:
-                if "lock" not in str(err).lower() or time.monotonic() > deadline:
-                    raise StoreBusyError(f"{self.path} is locked by another process: {err}") from None
-            time.sleep(pause)
-            pause = min(pause * 2, 0.5)
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StoreBusyError(f"another writer held the lake for {timeout_s:.0f}s") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
-    @contextmanager
-    def _file_lock(self, exclusive: bool, deadline: float) -> Iterator[None]:
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a+") as handle:
-            mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+
+_ADVISORY_KEY = 0x63726177  # "craw": the lake-wide write lock in the PostgreSQL catalog database
+
+
+@contextmanager
+def _advisory_lock(dsn: str, deadline: float, timeout_s: float) -> Iterator[None]:
+    import psycopg2  # noqa: PLC0415 - only a PostgreSQL catalog needs it
+
+    try:
+        conn = psycopg2.connect(dsn, connect_timeout=10)
+    except psycopg2.Error as err:
+        raise StoreUnavailableError(_one_line(f"cannot reach the lake catalog on PostgreSQL: {err}")) from None
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
             pause = 0.005
             while True:
-                try:
-                    fcntl.flock(handle, mode | fcntl.LOCK_NB)
+                cur.execute("SELECT pg_try_advisory_lock(%s)", [_ADVISORY_KEY])
+                row = cur.fetchone()
+                if row and row[0]:
                     break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise StoreBusyError(
-                            f"{self.path} stayed busy for {self.lock_timeout_s:.0f}s (another writer)"
-                        ) from None
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.2)
+                if time.monotonic() > deadline:
+                    raise StoreBusyError(f"another writer held the lake for {timeout_s:.0f}s")
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
             try:
                 yield
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                with contextlib.suppress(psycopg2.Error):
+                    cur.execute("SELECT pg_advisory_unlock(%s)", [_ADVISORY_KEY])
+    finally:
+        conn.close()

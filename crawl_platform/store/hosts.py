@@ -46,20 +46,24 @@ def save_hosts(con: Any, records: Iterable[HostRecord], now: datetime) -> int:
         "delay_ms": pa.array([r.delay_ms for r in rows], pa.int32()),
     })
     con.register("inc_hosts", table)
+    # The lake has no upsert: the merged rows are computed, the old ones deleted, the merged ones
+    # inserted, all in the caller's transaction.
     con.execute(
         """
-        INSERT INTO hosts (origin, robots_status, robots_body, robots_fetched_at, delay_ms, updated_at)
-        SELECT origin, robots_status, robots_body, robots_fetched_at, delay_ms, $1 FROM inc_hosts
-        ON CONFLICT (origin) DO UPDATE SET
-            robots_status = CASE WHEN excluded.robots_fetched_at IS NULL THEN hosts.robots_status
-                                 ELSE excluded.robots_status END,
-            robots_body = CASE WHEN excluded.robots_fetched_at IS NULL THEN hosts.robots_body
-                               ELSE excluded.robots_body END,
-            robots_fetched_at = coalesce(excluded.robots_fetched_at, hosts.robots_fetched_at),
-            delay_ms = coalesce(excluded.delay_ms, hosts.delay_ms),
-            updated_at = excluded.updated_at
+        CREATE OR REPLACE TEMP TABLE merged_hosts AS
+        SELECT i.origin,
+               CASE WHEN i.robots_fetched_at IS NULL THEN h.robots_status ELSE i.robots_status END AS robots_status,
+               CASE WHEN i.robots_fetched_at IS NULL THEN h.robots_body ELSE i.robots_body END AS robots_body,
+               coalesce(i.robots_fetched_at, h.robots_fetched_at) AS robots_fetched_at,
+               coalesce(i.delay_ms, h.delay_ms) AS delay_ms,
+               $1::TIMESTAMP AS updated_at
+        FROM (SELECT DISTINCT ON (origin) * FROM inc_hosts) i LEFT JOIN hosts h USING (origin)
         """,
         [now],
     )
+    con.execute("DELETE FROM hosts WHERE origin IN (SELECT origin FROM temp.merged_hosts)")
+    con.execute("""INSERT INTO hosts (origin, robots_status, robots_body, robots_fetched_at, delay_ms, updated_at)
+                   SELECT * FROM temp.merged_hosts""")
+    con.execute("DROP TABLE temp.merged_hosts")
     con.unregister("inc_hosts")
     return len(rows)

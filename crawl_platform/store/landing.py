@@ -33,6 +33,7 @@ class LandedBatch:
     new_versions: int
     documents: int
     links: int
+    snapshot_id: int | None = None  # the lake snapshot the batch's transaction committed
 
 
 def content_hash(result: FetchResult) -> str:
@@ -90,13 +91,13 @@ def land_batch(
     landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
     hashes = {r.url: content_hash(r) for r in landable}
     pages = pa.table({
-        "url": [r.url for r in landable],
-        "crawl_id": [crawl_of[r.url] for r in landable],
+        "url": pa.array([r.url for r in landable], pa.string()),
+        "crawl_id": pa.array([crawl_of[r.url] for r in landable], pa.string()),
         "status": pa.array([r.status for r in landable], pa.int32()),
         "fetched_at": pa.array([r.fetched_at for r in landable], pa.timestamp("us")),
-        "content_hash": [hashes[r.url] for r in landable],
+        "content_hash": pa.array([hashes[r.url] for r in landable], pa.string()),
         "content_type": pa.array([r.content_type for r in landable], pa.string()),
-        "final_url": [r.final_url for r in landable],
+        "final_url": pa.array([r.final_url for r in landable], pa.string()),
         "error": pa.array([r.error for r in landable], pa.string()),
         "content_length": pa.array([len(r.body) for r in landable], pa.int64()),
         "elapsed_ms": pa.array([r.elapsed_ms for r in landable], pa.float64()),
@@ -105,58 +106,64 @@ def land_batch(
         "redirect_chain": pa.array([list(r.redirect_chain) for r in landable], pa.list_(pa.string())),
         "charset": pa.array([p.charset if (p := parsed.get(r.url)) else None for r in landable], pa.string()),
     })
+    # Typed columns throughout: an empty batch must not hand the SQL null-typed columns.
     docs = pa.table({
-        "url": list(parsed),
+        "url": pa.array(list(parsed), pa.string()),
         "title": pa.array([p.title for p in parsed.values()], pa.string()),
-        "text": [p.text for p in parsed.values()],
+        "text": pa.array([p.text for p in parsed.values()], pa.string()),
     })
     link_rows = [(url, dst, anchor) for url, page in parsed.items() for dst, anchor in page.links]
     links = pa.table({
-        "url": [r[0] for r in link_rows],
-        "dst_url": [r[1] for r in link_rows],
-        "anchor_text": [r[2] for r in link_rows],
+        "url": pa.array([r[0] for r in link_rows], pa.string()),
+        "dst_url": pa.array([r[1] for r in link_rows], pa.string()),
+        "anchor_text": pa.array([r[2] for r in link_rows], pa.string()),
     })
     batch_items = pa.table({
-        "crawl_id": [i.crawl_id for i in items],
-        "url": [i.url for i in items],
+        "crawl_id": pa.array([i.crawl_id for i in items], pa.string()),
+        "url": pa.array([i.url for i in items], pa.string()),
         "depth": pa.array([i.depth for i in items], pa.int32()),
-        "outcome": [outcome_of(results.get(i.url)) for i in items],
+        "outcome": pa.array([outcome_of(results.get(i.url)) for i in items], pa.string()),
     })
     with store.write() as con:
         con.register("inc_pages", pages)
-        inserted = con.execute(
+        # The lake supports no RETURNING: the new versions are computed first, then inserted.
+        con.execute(
             """
-            INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
-                               final_url, batch_id, error, content_length, elapsed_ms, etag, last_modified,
-                               redirect_chain, charset)
-            SELECT i.url, i.crawl_id, coalesce(l.v, 0) + 1, i.status, i.fetched_at, i.content_hash,
-                   i.content_type, i.final_url, ?, i.error, i.content_length, i.elapsed_ms, i.etag,
-                   i.last_modified, i.redirect_chain, i.charset
+            CREATE OR REPLACE TEMP TABLE new_pages AS
+            SELECT i.url, i.crawl_id, (coalesce(l.v, 0) + 1)::INTEGER AS version, i.status, i.fetched_at,
+                   i.content_hash, i.content_type, i.final_url, ?::VARCHAR AS batch_id, i.error,
+                   i.content_length, i.elapsed_ms, i.etag, i.last_modified, i.redirect_chain, i.charset
             FROM inc_pages i
             LEFT JOIN (SELECT url, max(version) AS v, arg_max(content_hash, version) AS h
                        FROM pages WHERE url IN (SELECT url FROM inc_pages) GROUP BY url) l USING (url)
             WHERE l.h IS NULL OR l.h <> i.content_hash
-            RETURNING url, version
             """,
             [batch_id],
-        ).fetchall()
-        new_versions = pa.table({"url": [r[0] for r in inserted],
-                                 "version": pa.array([r[1] for r in inserted], pa.int32())})
+        )
+        con.execute(
+            """INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
+                                  final_url, batch_id, error, content_length, elapsed_ms, etag, last_modified,
+                                  redirect_chain, charset)
+               SELECT * FROM temp.new_pages"""
+        )
+        new_versions = con.execute("SELECT url, version FROM temp.new_pages").fetch_arrow_table()
+        con.execute("DROP TABLE temp.new_pages")
         con.register("new_versions", new_versions)
         con.register("inc_docs", docs)
         con.register("inc_links", links)
         n_docs = con.execute(
-            """INSERT INTO documents SELECT d.url, n.version, d.title, d.text
+            """INSERT INTO documents (url, version, title, text) SELECT d.url, n.version, d.title, d.text
                FROM inc_docs d JOIN new_versions n USING (url)"""
         ).fetchone()
         n_links = con.execute(
-            """INSERT INTO links SELECT k.url, n.version, k.dst_url, k.anchor_text
-               FROM inc_links k JOIN new_versions n USING (url)"""
+            """INSERT INTO links (src_url, src_version, dst_url, anchor_text)
+               SELECT k.url, n.version, k.dst_url, k.anchor_text FROM inc_links k JOIN new_versions n USING (url)"""
         ).fetchone()
         con.register("inc_items", batch_items)
         con.execute("DELETE FROM batch_items WHERE batch_id = ?", [batch_id])
         con.execute(
-            """INSERT INTO batch_items SELECT DISTINCT ON (crawl_id, url) ?, crawl_id, url, depth, outcome
+            """INSERT INTO batch_items (batch_id, crawl_id, url, depth, outcome)
+               SELECT DISTINCT ON (crawl_id, url) ?, crawl_id, url, depth, outcome
                FROM inc_items""",
             [batch_id],
         )
@@ -165,4 +172,5 @@ def land_batch(
         new_versions=new_versions.num_rows,
         documents=int(n_docs[0]) if n_docs else 0,
         links=int(n_links[0]) if n_links else 0,
+        snapshot_id=store.last_snapshot_id,
     )

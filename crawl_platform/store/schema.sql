@@ -1,12 +1,19 @@
--- DuckDB schema of the crawl store. Table and column names listed in the README are a contract.
+-- The crawl store's tables in the DuckLake lake. Table and column names listed in the README are a
+-- contract. DuckLake enforces NOT NULL but no PRIMARY KEY or UNIQUE: the key of each table is noted
+-- and kept by the code that writes it, under the lake's write lock (see the README).
 CREATE TABLE IF NOT EXISTS crawls (
-    crawl_id      VARCHAR PRIMARY KEY,
+    crawl_id      VARCHAR NOT NULL,      -- key
     seeds         VARCHAR[] NOT NULL,
     scope         VARCHAR NOT NULL,      -- host | domain | any
     max_pages     INTEGER NOT NULL,
     max_depth     INTEGER NOT NULL,
     submitted_at  TIMESTAMP NOT NULL,
-    registered_at TIMESTAMP NOT NULL
+    registered_at TIMESTAMP NOT NULL,
+    allow_patterns VARCHAR[],
+    deny_patterns VARCHAR[],
+    max_pages_per_host INTEGER,
+    user_agent    VARCHAR,
+    use_sitemaps  BOOLEAN
 );
 CREATE TABLE IF NOT EXISTS frontier (
     url           VARCHAR NOT NULL,
@@ -16,8 +23,8 @@ CREATE TABLE IF NOT EXISTS frontier (
     discovered_at TIMESTAMP NOT NULL,
     host          VARCHAR NOT NULL,
     updated_at    TIMESTAMP NOT NULL,
-    batch_id      VARCHAR,               -- batch that fetched it
-    PRIMARY KEY (crawl_id, url)
+    batch_id      VARCHAR                -- batch that fetched it
+    -- key: (crawl_id, url)
 );
 CREATE TABLE IF NOT EXISTS pages (
     url           VARCHAR NOT NULL,
@@ -32,14 +39,18 @@ CREATE TABLE IF NOT EXISTS pages (
     error         VARCHAR,               -- NULL on a response
     content_length BIGINT NOT NULL,
     elapsed_ms    DOUBLE NOT NULL,
-    PRIMARY KEY (url, version)
+    etag          VARCHAR,
+    last_modified VARCHAR,
+    redirect_chain VARCHAR[],
+    charset       VARCHAR
+    -- key: (url, version)
 );
 CREATE TABLE IF NOT EXISTS documents (
     url     VARCHAR NOT NULL,
     version INTEGER NOT NULL,
     title   VARCHAR,
-    text    VARCHAR NOT NULL,
-    PRIMARY KEY (url, version)
+    text    VARCHAR NOT NULL
+    -- key: (url, version)
 );
 CREATE TABLE IF NOT EXISTS links (
     src_url     VARCHAR NOT NULL,
@@ -52,25 +63,15 @@ CREATE TABLE IF NOT EXISTS batch_items (
     crawl_id VARCHAR NOT NULL,
     url      VARCHAR NOT NULL,
     depth    INTEGER NOT NULL,
-    outcome  VARCHAR NOT NULL,           -- fetched | failed | disallowed | skipped
-    PRIMARY KEY (batch_id, crawl_id, url)
+    outcome  VARCHAR NOT NULL            -- fetched | failed | disallowed | skipped
+    -- key: (batch_id, crawl_id, url)
 );
 -- Per-origin state shared by all runs: robots.txt cache and adaptive politeness.
 CREATE TABLE IF NOT EXISTS hosts (
-    origin            VARCHAR PRIMARY KEY,   -- scheme://host[:port] (frontier.host is the netloc alone)
+    origin            VARCHAR NOT NULL,      -- key; scheme://host[:port] (frontier.host is the netloc alone)
     robots_status     INTEGER,               -- HTTP status of robots.txt; NULL = network error
     robots_body       VARCHAR,
     robots_fetched_at TIMESTAMP,
     delay_ms          INTEGER,               -- current adaptive gap between requests
     updated_at        TIMESTAMP NOT NULL
 );
--- Columns added after the first release (existing files are migrated in place).
-ALTER TABLE pages ADD COLUMN IF NOT EXISTS etag VARCHAR;
-ALTER TABLE pages ADD COLUMN IF NOT EXISTS last_modified VARCHAR;
-ALTER TABLE pages ADD COLUMN IF NOT EXISTS redirect_chain VARCHAR[];
-ALTER TABLE pages ADD COLUMN IF NOT EXISTS charset VARCHAR;
-ALTER TABLE crawls ADD COLUMN IF NOT EXISTS allow_patterns VARCHAR[];
-ALTER TABLE crawls ADD COLUMN IF NOT EXISTS deny_patterns VARCHAR[];
-ALTER TABLE crawls ADD COLUMN IF NOT EXISTS max_pages_per_host INTEGER;
-ALTER TABLE crawls ADD COLUMN IF NOT EXISTS user_agent VARCHAR;
-ALTER TABLE crawls ADD COLUMN IF NOT EXISTS use_sitemaps BOOLEAN;

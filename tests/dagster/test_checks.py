@@ -1,6 +1,6 @@
 """Tests of the Dagster asset checks in assets/checks.py, run through Dagster for real.
 
-A DuckDB file built from crawl_platform/store/schema.sql holds two batches, one clean and one with
+A lake (crawl_platform/store/schema.sql) holds two batches, one clean and one with
 broken rows. A no-op stand-in for the partitioned crawl multi-asset (same asset keys, same
 DynamicPartitionsDefinition name as assets/crawl_batch.py) is materialized together with the
 checks for one partition at a time, and the checks must judge only that batch's rows.
@@ -17,7 +17,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
 from dagster import (
     AssetCheckEvaluation,
@@ -32,11 +31,12 @@ from dagster import (
     multi_asset,
 )
 
+from crawl_platform.config import Settings
+from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.assets.checks import STORE_RESOURCE_KEY, documents_quality, pages_quality, quality_checks
 from crawl_platform_dagster.resources.store import CrawlStoreResource
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = REPO_ROOT / "crawl_platform" / "store" / "schema.sql"
 GOOD, BAD = "batch-good", "batch-bad"
 
 frontier_batches = DynamicPartitionsDefinition(name="frontier_batches")
@@ -83,7 +83,7 @@ def page(
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> str:
-    path = str(tmp_path / "crawl.duckdb")
+    path = str(tmp_path / "lake")
     pages = [
         page("https://good.test/", GOOD),
         page("https://good.test/a", GOOD, status=404),
@@ -100,12 +100,11 @@ def db_path(tmp_path: Path) -> str:
         ("https://bad.test/ok", 1, "Ok", "fine"),
         ("https://bad.test/version", 0, "V0", "version zero"),
     ]
-    with duckdb.connect(path) as con:
-        con.execute(SCHEMA.read_text())
+    with CrawlStore.from_settings(Settings(lake_path=path)).write() as con:
         columns = ("url, crawl_id, version, status, fetched_at, content_hash, content_type, final_url, batch_id, "
                    "error, content_length, elapsed_ms")
         con.executemany(f"INSERT INTO pages ({columns}) VALUES ({', '.join('?' * 12)})", pages)
-        con.executemany("INSERT INTO documents VALUES (?, ?, ?, ?)", documents)
+        con.executemany("INSERT INTO documents (url, version, title, text) VALUES (?, ?, ?, ?)", documents)
     return path
 
 
@@ -120,7 +119,7 @@ def run_batch(batch: str, db_path: str, instance: DagsterInstance) -> dict[str, 
         [crawl_batch_stand_in, *quality_checks],
         partition_key=batch,
         instance=instance,
-        resources={STORE_RESOURCE_KEY: CrawlStoreResource(duckdb_path=db_path)},
+        resources={STORE_RESOURCE_KEY: CrawlStoreResource(lake_path=db_path)},
     )
     assert result.success
     return {e.check_name: e for e in result.get_asset_check_evaluations()}
@@ -186,7 +185,7 @@ def test_checks_only_run_reads_partition_tag_or_whole_table(db_path: str, instan
         assets=[crawl_batch_stand_in],
         asset_checks=quality_checks,
         jobs=[define_asset_job(job_name, selection=AssetSelection.checks(*quality_checks))],
-        resources={STORE_RESOURCE_KEY: CrawlStoreResource(duckdb_path=db_path)},
+        resources={STORE_RESOURCE_KEY: CrawlStoreResource(lake_path=db_path)},
     )
     job = defs.resolve_job_def(job_name)
 
@@ -212,7 +211,7 @@ def test_partition_range_run_checks_every_batch_in_it(db_path: str, instance: Da
         [crawl_batch_stand_in, *quality_checks],
         instance=instance,
         tags={"dagster/asset_partition_range_start": GOOD, "dagster/asset_partition_range_end": BAD},
-        resources={STORE_RESOURCE_KEY: CrawlStoreResource(duckdb_path=db_path)},
+        resources={STORE_RESOURCE_KEY: CrawlStoreResource(lake_path=db_path)},
     )
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert metadata(evaluations["pages_quality"])["row_count"] == 8

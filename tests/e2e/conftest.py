@@ -21,6 +21,25 @@ from crawl_platform_dagster.stack import DagsterProcesses
 from tests.conftest import fresh_postgres_database
 
 REPO = Path(__file__).resolve().parents[2]
+# The installed `crawl-platform` script: the engine's commands plus `up` and `worker`.
+CRAWL_PLATFORM = [sys.executable, "-m", "crawl_platform_dagster.cli"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest first on pytest-xdist: `make test` hands modules to its workers in collection order
+    (`--dist loadfile --no-loadscope-reorder`), so the e2e modules go first, ordered by the
+    `seconds` of their `e2e` mark, and the short tests fill the workers as they free up; the run then
+    lasts about as long as its longest module, not a slow module started last. A serial run keeps the
+    usual order. Pytest passes a sub-folder conftest's hook the whole session's items; the sort is
+    stable, so each module's tests keep their order."""
+    if not hasattr(config, "workerinput"):
+        return
+
+    def seconds(item: pytest.Item) -> float:
+        mark = item.get_closest_marker("e2e")
+        return 0.0 if mark is None else float(mark.kwargs.get("seconds", 1))
+
+    items.sort(key=seconds, reverse=True)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +53,7 @@ def start_platform(broker, tmp_path_factory):
         values = {
             "kafka_bootstrap_servers": broker.bootstrap_servers, "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG,
             "seeds_topic": f"seeds-{tag}", "frontier_topic": f"frontier-{tag}", "dead_letter_topic": f"dead-{tag}",
-            "topic_partitions": 4, "duckdb_path": tmp / "crawl.duckdb", "dagster_home": tmp / "dagster_home",
+            "topic_partitions": 4, "lake_path": tmp / "lake", "dagster_home": tmp / "dagster_home",
             "handoff_dir": tmp / "handoff",
             "allowed_networks": ["127.0.0.0/8"], "celery_queue": f"crawl-test-{tag}", **overrides,
         }
@@ -61,7 +80,7 @@ def start_platform(broker, tmp_path_factory):
 
 def cli(env, *args, timeout=400):
     """Run the crawl-platform command line as a user would."""
-    return subprocess.run([sys.executable, "-m", "crawl_platform.cli.main", *args], env=env, cwd=REPO,
+    return subprocess.run([*CRAWL_PLATFORM, *args], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 

@@ -3,16 +3,15 @@ platform notices (topics gone, offsets behind its cursors), recreates the topics
 from DuckDB every URL known but not fetched, and the crawl completes with every page once."""
 
 import subprocess
-import sys
 import time
 
 import pytest
 
 from crawl_platform.bus.broker import EmbeddedBroker, free_port
 from crawl_platform.store.database import CrawlStore
-from tests.e2e.conftest import REPO, Sites, assert_landed_exactly_once
+from tests.e2e.conftest import CRAWL_PLATFORM, REPO, Sites, assert_landed_exactly_once
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.e2e(seconds=230)
 
 
 def test_crawl_survives_a_broker_restart_that_lost_everything(start_platform, tmp_path):
@@ -24,11 +23,11 @@ def test_crawl_survives_a_broker_restart_that_lost_everything(start_platform, tm
         store = CrawlStore.from_settings(settings)
         with Sites(total_pages=1000, hosts=4, seed=9) as sites:
             waiter = subprocess.Popen(
-                [sys.executable, "-m", "crawl_platform.cli.main", "crawl", *sites.seeds, "--crawl-id", "lossy",
+                [*CRAWL_PLATFORM, "crawl", *sites.seeds, "--crawl-id", "lossy",
                  "--wait", "--timeout", "500"], env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
             deadline = time.monotonic() + 180
             while time.monotonic() < deadline:
-                if store.path.exists() and store.query("SELECT count(*) FROM pages")[0][0] >= 100:
+                if store.exists() and store.query("SELECT count(*) FROM pages")[0][0] >= 100:
                     break
                 time.sleep(0.5)
             pending = store.query("SELECT count(*) FROM frontier WHERE state IN ('discovered', 'queued')")[0][0]

@@ -4,16 +4,15 @@ this machine), Dagster state on PostgreSQL, started with `crawl-platform worker`
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.store.database import CrawlStore
-from tests.e2e.conftest import REPO, cli
+from tests.e2e.conftest import CRAWL_PLATFORM, REPO, cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.e2e(seconds=160)
 
 BROKERS = {
     "rabbitmq": ("pyamqp://guest:guest@127.0.0.1:5672//", "rpc://"),
@@ -27,7 +26,7 @@ def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platfo
     settings, env = start_platform(executor="celery", celery_broker=broker_url, celery_backend=backend,
                                    host_delay_ms=0, batch_size=100)
     log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - closed below
-    worker = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "worker", "--concurrency", "2"],
+    worker = subprocess.Popen([*CRAWL_PLATFORM, "worker", "--concurrency", "2"],
                               env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         time.sleep(5)

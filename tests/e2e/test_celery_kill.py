@@ -6,20 +6,19 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from crawl_platform.store.database import CrawlStore
-from tests.e2e.conftest import REPO, Sites, assert_landed_exactly_once
+from tests.e2e.conftest import CRAWL_PLATFORM, REPO, Sites, assert_landed_exactly_once
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.e2e(seconds=230)
 
 
 def _worker(env, log_path):
     log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the worker
-    return subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "worker", "--concurrency", "1"],
+    return subprocess.Popen([*CRAWL_PLATFORM, "worker", "--concurrency", "1"],
                             env=env, cwd=REPO, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -38,13 +37,13 @@ def test_a_killed_celery_worker_costs_a_retry_not_pages(start_platform, tmp_path
     try:
         time.sleep(5)
         with Sites(total_pages=1000, hosts=4, seed=21) as sites:
-            waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "crawl", *sites.seeds,
+            waiter = subprocess.Popen([*CRAWL_PLATFORM, "crawl", *sites.seeds,
                                        "--crawl-id", "celery-kill", "--wait", "--timeout", "500"],
                                       env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
             deadline = time.monotonic() + 180
             # Wait until worker a is inside a batch step (a later batch: some pages already landed).
             while time.monotonic() < deadline:
-                landed = store.query("SELECT count(*) FROM pages")[0][0] if store.path.exists() else 0
+                landed = store.query("SELECT count(*) FROM pages")[0][0] if store.exists() else 0
                 if landed and _busy(logs[0]):
                     break
                 time.sleep(0.2)

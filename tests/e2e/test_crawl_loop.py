@@ -15,7 +15,9 @@ from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.store.database import CrawlStore
 from tests.e2e.conftest import cli
 
-pytestmark = pytest.mark.e2e
+# One platform for the module's three tests, which run in order (the last checks the batches the
+# first two landed); `make test` distributes by module (--dist loadfile), so one worker runs them all.
+pytestmark = pytest.mark.e2e(seconds=330)
 REPO = Path(__file__).resolve().parents[2]
 SITE_PAGES = 300
 

@@ -8,7 +8,7 @@ import pytest
 from crawl_platform.cli.demo_site import DemoSite
 from tests.e2e.conftest import cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.e2e(seconds=170)
 DELAY_MS = 150
 
 

@@ -5,7 +5,6 @@ batch again, and the crawl completes with every page landed exactly once."""
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,9 +12,9 @@ import pytest
 
 from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.stack import DagsterProcesses, instance_processes
-from tests.e2e.conftest import REPO, Sites, assert_landed_exactly_once
+from tests.e2e.conftest import CRAWL_PLATFORM, REPO, Sites, assert_landed_exactly_once
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.e2e(seconds=230)
 
 
 def _run_workers(dagster_home: Path) -> list[int]:
@@ -29,13 +28,13 @@ def test_killed_run_worker_and_daemon_cost_time_not_pages(start_platform, tmp_pa
                                             run_timeout_s=30)
     store = CrawlStore.from_settings(settings)
     with Sites(total_pages=1000, hosts=4, seed=13) as sites:
-        waiter = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "crawl", *sites.seeds,
+        waiter = subprocess.Popen([*CRAWL_PLATFORM, "crawl", *sites.seeds,
                                    "--crawl-id", "killed", "--wait", "--timeout", "500"],
                                   env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         victims: list[int] = []
         while time.monotonic() < deadline and not victims:
-            landed = store.query("SELECT count(*) FROM pages")[0][0] if store.path.exists() else 0
+            landed = store.query("SELECT count(*) FROM pages")[0][0] if store.exists() else 0
             if landed:  # a later batch is fetching now: kill its worker mid-batch
                 victims = _run_workers(settings.dagster_home.resolve())
             time.sleep(0.2)

@@ -5,16 +5,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
 
 from crawl_platform.bus.broker import free_port, port_open
-from tests.e2e.conftest import REPO
+from tests.e2e.conftest import CRAWL_PLATFORM, REPO
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.e2e(seconds=80)
 
 
 def _graphql(port, query):
@@ -27,9 +26,10 @@ def _graphql(port, query):
 def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
     ui_port, broker_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "CRAWL_", "DAGSTER_"))}
-    env |= {"DAGSTER_HOME": str(tmp_path / "home"), "CRAWL_DUCKDB_PATH": str(tmp_path / "crawl.duckdb"),
-            "CRAWL_HOST_DELAY_MS": "0"}
-    up = subprocess.Popen([sys.executable, "-m", "crawl_platform.cli.main", "up", "--port", str(ui_port),
+    # Every path in the test's own folder: the default data/ is the checkout's, shared by every run.
+    env |= {"DAGSTER_HOME": str(tmp_path / "home"), "CRAWL_LAKE_PATH": str(tmp_path / "lake"),
+            "CRAWL_HANDOFF_DIR": str(tmp_path / "handoff"), "CRAWL_HOST_DELAY_MS": "0"}
+    up = subprocess.Popen([*CRAWL_PLATFORM, "up", "--port", str(ui_port),
                            "--broker-port", str(broker_port), "--demo-pages", "40"],
                           env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -47,7 +47,7 @@ def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
         assert port_open("127.0.0.1", ui_port)
         status_env = {**env, "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker_port}"}
         while time.monotonic() < deadline:
-            status = subprocess.run([sys.executable, "-m", "crawl_platform.cli.main", "status", "--crawl-id", crawl_id],
+            status = subprocess.run([*CRAWL_PLATFORM, "status", "--crawl-id", crawl_id],
                                     env=status_env, cwd=REPO, capture_output=True, text=True, check=False)
             cells = [c.strip() for c in status.stdout.split("│") if c.strip()]
             if status.returncode == 0 and crawl_id in cells and cells[cells.index(crawl_id) + 1] == "0":

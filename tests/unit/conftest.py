@@ -53,3 +53,14 @@ def connection_refused(port: int, attempts: int) -> re.Pattern[str]:
 def frontier(store: Any, bus: Any) -> Frontier:
     """The frontier over the test's store and broker."""
     return Frontier(store, bus)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def lake_settings(request: pytest.FixtureRequest, store_settings: Any, tmp_path: Any) -> Any:
+    """``store_settings`` on a new lake, once with the embedded SQLite catalog and once with its
+    catalog in a fresh PostgreSQL database (Parquet files under the test's folder)."""
+    if request.param == "sqlite":
+        return store_settings
+    dbname = request.getfixturevalue("postgres_url").rsplit("/", 1)[1]
+    return store_settings.model_copy(update={"lake_catalog": f"postgres:dbname={dbname} host=127.0.0.1 user=postgres",
+                                             "lake_data_path": str(tmp_path / "pg-lake-data")})

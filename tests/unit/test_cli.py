@@ -31,7 +31,7 @@ def _cli(settings: Settings, *args: str, env: dict[str, str] | None = None, cwd:
     return subprocess.run(
         [sys.executable, "-m", "crawl_platform.cli.main", *args],
         env={**base, **settings.to_env(), **(env or {})},
-        cwd=cwd or settings.duckdb_path.parent,
+        cwd=cwd or settings.lake_path.parent,
         capture_output=True, text=True, timeout=timeout, check=False,
     )
 
@@ -135,7 +135,7 @@ def test_defaults_come_from_settings_and_the_crawl_id_from_the_first_seed(settin
 def unreachable_run(tmp_path_factory) -> subprocess.CompletedProcess[str]:
     """``crawl`` against a closed port on loopback: run once, several tests read the outcome."""
     tmp = tmp_path_factory.mktemp("cli-unreachable")
-    settings = Settings(kafka_bootstrap_servers=f"127.0.0.1:{free_port()}", duckdb_path=tmp / "crawl.duckdb",
+    settings = Settings(kafka_bootstrap_servers=f"127.0.0.1:{free_port()}", lake_path=tmp / "lake",
                         dagster_home=tmp / "dagster_home")
     return _cli(settings, "crawl", "http://example.com/", cwd=tmp, timeout=90)
 
@@ -185,7 +185,7 @@ def test_status_without_a_database_says_no_crawls_yet(settings):
     assert done.returncode == 0
     assert done.stdout.startswith("no crawls yet")
     assert done.stderr == ""
-    assert not settings.duckdb_path.exists()  # looking does not create it
+    assert not settings.lake_path.exists()  # looking does not create it
 
 
 def test_status_shows_a_registered_crawl(settings, store, bus):

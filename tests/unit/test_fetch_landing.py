@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 import pytest
 
 from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.retry import RetryPolicy
 from crawl_platform.parse.html import parse_html
-from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.database import CrawlStore, LakeLocation
 from crawl_platform.store.landing import land_batch, latest_validators
 from tests.sites import dead_port
 from tests.sites.hostile import CP1251_TEXT, GB18030_TEXT, html_page
@@ -25,7 +26,7 @@ LANDING = {"retry": RetryPolicy(max_attempts=2, backoff_s=0.01), "max_host_delay
 
 @pytest.fixture
 def db(tmp_path) -> CrawlStore:
-    return CrawlStore(tmp_path / "crawl.duckdb")
+    return CrawlStore(LakeLocation.from_settings(Settings(lake_path=tmp_path / "lake")))
 
 
 def _land(db: CrawlStore, fetcher: Fetcher, urls: list[str], engine: str = "lxml") -> None:

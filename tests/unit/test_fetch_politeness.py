@@ -9,9 +9,10 @@ import logging
 import time
 from itertools import pairwise
 
+from crawl_platform.config import Settings
 from crawl_platform.fetch.politeness import HostPacer, origin_of
 from crawl_platform.fetch.retry import RetryPolicy
-from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.database import CrawlStore, LakeLocation
 from crawl_platform.store.hosts import load_hosts
 from crawl_platform.store.landing import land_batch
 from tests.sites import dead_port
@@ -53,7 +54,7 @@ def test_slow_answers_widen_the_gap(hostile):
 
 
 def test_the_learned_gap_is_kept_in_the_hosts_table_for_the_next_run(hostile, tmp_path):
-    store = CrawlStore(tmp_path / "crawl.duckdb")
+    store = CrawlStore(LakeLocation.from_settings(Settings(lake_path=tmp_path / "lake")))
     origin = origin_of(hostile.base_url)
     first = loopback_fetcher(**PACING, pacer=HostPacer(0.0, throttle_delay_s=0.2, decay=0.9))
     first.fetch_all([hostile.url("/status/503?u=1"), hostile.url("/status/503?u=2")])
@@ -74,7 +75,7 @@ def test_the_learned_gap_is_kept_in_the_hosts_table_for_the_next_run(hostile, tm
 
 
 def test_the_gap_holds_from_one_run_to_the_next(hostile, tmp_path):
-    store = CrawlStore(tmp_path / "crawl.duckdb")
+    store = CrawlStore(LakeLocation.from_settings(Settings(lake_path=tmp_path / "lake")))
     first = loopback_fetcher(**PACING, host_delay_s=0.4)
     first.fetch(hostile.url("/page/1"))
     land_batch(store, "b1", [], {}, {}, first.host_records())

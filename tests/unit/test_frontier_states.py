@@ -66,7 +66,7 @@ def test_batch_outcomes_are_the_closing_states_and_skipped():
 
 
 def _schema_values(column: str) -> set[str]:
-    (comment,) = re.findall(rf"^\s*{column}\s+VARCHAR NOT NULL,\s*--\s*(.+)$", SCHEMA.read_text(), re.MULTILINE)
+    (comment,) = re.findall(rf"^\s*{column}\s+VARCHAR NOT NULL,?\s*--\s*(.+)$", SCHEMA.read_text(), re.MULTILINE)
     return {v.strip() for v in comment.split("|")}
 
 

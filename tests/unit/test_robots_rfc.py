@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.fetch.robots import robots_token
-from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.database import CrawlStore, LakeLocation
 from crawl_platform.store.hosts import load_hosts
 from crawl_platform.store.landing import land_batch
 from tests.sites.hostile import HostileSite, Reply, hang_up
@@ -126,7 +127,7 @@ def test_our_product_tokens_group_wins_over_the_star_group(hostile):
 
 
 def test_robots_txt_is_cached_in_the_hosts_table_and_shared_across_runs(hostile, tmp_path):
-    store = CrawlStore(tmp_path / "crawl.duckdb")
+    store = CrawlStore(LakeLocation.from_settings(Settings(lake_path=tmp_path / "lake")))
     origin = origin_of(hostile.base_url)
     hostile.robots = Reply(200, b"User-agent: *\nDisallow: /private\n")
     first = loopback_fetcher(AGENT_WITH_COMMENT)

@@ -1,0 +1,174 @@
+"""Backups of the lake: its state at one snapshot, copied to a folder, and brought back.
+
+A backup folder is itself a small embedded lake (``catalog.sqlite`` plus Parquet under ``data/``)
+holding every crawl table as it was at one snapshot of the source lake, and a ``backup.json``
+:class:`Manifest` written last: the snapshot, its time, and each table's row count and content
+hash (:class:`~crawl_platform.store.transfer.TableFingerprint`). All tables are read ``AT
+(VERSION => n)`` of the same snapshot, so the copy is consistent while crawls keep landing. A
+backup holds that state, not the lake's history. :func:`restore_lake` lands a backup's tables into
+any lake location (embedded or on PostgreSQL) in one transaction and checks them against the
+manifest. The copying is :mod:`crawl_platform.store.transfer`'s; the CLI (``crawl-platform backup``
+/ ``restore``) and a Dagster job call the two functions here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from crawl_platform.store.database import TABLES, CrawlStore, LakeLocation
+from crawl_platform.store.transfer import (
+    Source,
+    TableFingerprint,
+    TransferFailedError,
+    TransferRefusedError,
+    copy_tables,
+    current_snapshot,
+    one_line,
+    refuse_unless_empty,
+    write_transaction,
+)
+
+MANIFEST = "backup.json"
+FORMAT = 1  # the manifest's layout version
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a backup holds: written to ``backup.json`` after the copy succeeded."""
+
+    snapshot_id: int  # the source lake's snapshot the tables were read at
+    snapshot_time: str  # ISO 8601, UTC: when that snapshot was committed
+    created_at: str  # ISO 8601, UTC: when the backup was made
+    source: str  # the source lake's catalog
+    duckdb_version: str  # the hashes are of rows as this DuckDB renders them to JSON
+    tables: dict[str, TableFingerprint]
+
+    def to_json(self) -> str:
+        return json.dumps({"format": FORMAT, **asdict(self)}, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def read(cls, folder: Path) -> Manifest:
+        """The manifest of the backup in ``folder``; :class:`TransferRefusedError` when there is
+        none or it cannot be read (an unfinished or foreign folder)."""
+        path = folder / MANIFEST
+        try:
+            data = json.loads(path.read_text())
+            if data.get("format") != FORMAT:
+                raise ValueError(f"format {data.get('format')!r}, this version reads {FORMAT}")
+            tables = {name: TableFingerprint(int(t["rows"]), str(t["digest"])) for name, t in data["tables"].items()}
+            return cls(int(data["snapshot_id"]), str(data["snapshot_time"]), str(data["created_at"]),
+                       str(data["source"]), str(data["duckdb_version"]), tables)
+        except FileNotFoundError:
+            raise TransferRefusedError(f"{folder} is not a backup: it has no {MANIFEST} "
+                                       "(an unfinished backup has none)") from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise TransferRefusedError(f"{path} is not a readable backup manifest: {one_line(err)}") from None
+
+
+def backup_location(folder: Path) -> LakeLocation:
+    """The embedded lake a backup folder holds."""
+    root = folder.resolve()
+    return LakeLocation(f"sqlite:{root / 'catalog.sqlite'}", f"{root / 'data'}/")
+
+
+def backup_lake(store: CrawlStore, dest: Path, snapshot: int | None = None) -> Manifest:
+    """Copy the lake of ``store`` as it was at ``snapshot`` (default: its latest) into the new or
+    empty folder ``dest``, and return the manifest written there.
+
+    Raises :class:`TransferRefusedError` (nothing written) when the lake does not exist, ``dest``
+    is not empty, or the lake has no such snapshot or no crawl tables at it;
+    :class:`~crawl_platform.store.database.StoreUnavailableError` when a lake cannot be opened. On
+    any failure what was written to ``dest`` is removed again, so a folder with a manifest is
+    always a whole backup.
+    """
+    if not store.exists():
+        raise TransferRefusedError(f"there is no lake at {store.location.catalog} to back up")
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise TransferRefusedError(f"the backup destination {dest} exists and is not empty: name a new folder")
+    created = not dest.exists()
+    dest.mkdir(parents=True, exist_ok=True)
+    target = CrawlStore(backup_location(dest), store.write_timeout_s)
+    try:
+        source = Source.lake(store.location, f"the lake {store.location.catalog}")
+        with write_transaction(target, source) as con:
+            snapshot_id, snapshot_time = _snapshot(con, source.alias, snapshot)
+            tables = copy_tables(con, {t: f"{source.alias}.main.{t} AT (VERSION => {snapshot_id})" for t in TABLES})
+        manifest = Manifest(snapshot_id, snapshot_time, _now(), store.location.catalog, duckdb.__version__, tables)
+        staged = dest / f"{MANIFEST}.tmp"
+        staged.write_text(manifest.to_json())
+        staged.replace(dest / MANIFEST)  # last, and atomically: a manifest means a whole backup
+    except BaseException:
+        target.close()
+        _empty(dest, remove=created)
+        raise
+    target.close()
+    return manifest
+
+
+def restore_lake(src: Path, target_location: LakeLocation, *, replace: bool = False) -> Manifest:
+    """Land the backup in folder ``src`` into the lake at ``target_location`` (created when
+    missing) in one transaction, check every table against the manifest, and return it.
+
+    A target that already holds crawl data is refused with :class:`TransferRefusedError` unless
+    ``replace``, which swaps its contents for the backup's (its earlier state stays reachable by
+    time travel). Raises :class:`TransferRefusedError` for a folder that is not a whole backup,
+    :class:`~crawl_platform.store.transfer.TransferFailedError` (nothing changed) when the
+    backup's tables differ from its manifest or cannot be copied, and
+    :class:`~crawl_platform.store.database.StoreUnavailableError` when a lake cannot be opened.
+    """
+    manifest = Manifest.read(src)
+    location = backup_location(src)
+    if location.sqlite_path is None or not location.sqlite_path.exists():
+        raise TransferRefusedError(f"{src} has a manifest but no catalog.sqlite: the backup is incomplete")
+    target = CrawlStore(target_location)
+    try:
+        source = Source.lake(location, f"the backup in {src}", moved=True)  # backups are copied around
+        with write_transaction(target, source) as con:
+            refuse_unless_empty(con, target_location.catalog, replace)
+            landed = copy_tables(con, {t: f"{source.alias}.main.{t}" for t in TABLES})
+            wrong = [t for t in TABLES if landed[t] != manifest.tables.get(t)]
+            if wrong:
+                raise TransferFailedError(f"the backup in {src} does not match its manifest in "
+                                          f"{', '.join(wrong)}: nothing was restored")
+    finally:
+        target.close()
+    return manifest
+
+
+def _snapshot(con: duckdb.DuckDBPyConnection, alias: str, wanted: int | None) -> tuple[int, str]:
+    """The snapshot to read (the latest when ``wanted`` is None) and its commit time; refused when
+    the lake has no such snapshot or its crawl tables did not exist yet."""
+    latest = current_snapshot(con, alias)
+    snapshot_id = latest if wanted is None else wanted
+    row = con.execute(f"SELECT snapshot_time FROM {alias}.snapshots() WHERE snapshot_id = ?", [snapshot_id]).fetchone()
+    if row is None:
+        raise TransferRefusedError(f"the lake has no snapshot {snapshot_id} (its latest is {latest})")
+    for table in TABLES:
+        try:
+            con.execute(f"DESCRIBE SELECT * FROM {alias}.main.{table} AT (VERSION => {snapshot_id})")
+        except duckdb.CatalogException:
+            raise TransferRefusedError(f"snapshot {snapshot_id} predates the crawl tables "
+                                       f"(no {table} yet): pick a later one") from None
+    when: datetime = row[0]
+    return snapshot_id, when.astimezone(UTC).isoformat()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _empty(folder: Path, *, remove: bool) -> None:
+    if remove:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for child in folder.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)

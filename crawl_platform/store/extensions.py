@@ -1,0 +1,103 @@
+"""The DuckDB extensions the lake needs, loaded from their PyPI wheels and never downloaded.
+
+DuckLake and its catalog drivers (SQLite for the embedded lake, PostgreSQL when scaled out) are
+DuckDB extensions. The wheels ``duckdb-extension-ducklake``, ``-sqlite`` and ``-postgres`` carry
+the binaries for one DuckDB version, installed through ``duckdb-extensions``; autoinstall and
+autoload stay off, so DuckDB never reaches for the network. Before anything is loaded, each
+wheel's version must be the DuckDB version the project pins, and afterwards each loaded extension
+must report the build pinned here: a missing or mismatched wheel is one line saying what to
+install. Neighbour: :mod:`crawl_platform.store.database` opens the lake with them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+
+import duckdb
+
+DUCKDB_VERSION = "1.5.5"
+"""The DuckDB release the extension wheels are built for (pinned in pyproject.toml)."""
+
+# Wheel module -> (the name DuckDB loads it under, the build it reports) for DUCKDB_VERSION.
+EXTENSIONS = {
+    "ducklake": ("ducklake", "d8a1881e"),
+    "sqlite": ("sqlite_scanner", "f79b1db"),
+    "postgres": ("postgres_scanner", "41223e5"),
+}
+CATALOG_EXTENSION = {"sqlite": "sqlite", "postgres": "postgres"}
+
+
+class ExtensionError(RuntimeError):
+    """An extension wheel is missing or does not match DuckDB; ``str(err)`` says what to install."""
+
+
+def _install_hint(module: str) -> str:
+    return f"pip install 'duckdb=={DUCKDB_VERSION}' 'duckdb-extension-{module}=={DUCKDB_VERSION}' 'duckdb-extensions'"
+
+
+def check_versions(modules: list[str]) -> None:
+    """Raise :class:`ExtensionError` unless DuckDB and every wheel in ``modules`` are the pinned
+    version."""
+    if duckdb.__version__ != DUCKDB_VERSION:
+        raise ExtensionError(f"DuckDB {duckdb.__version__} is installed, the lake needs {DUCKDB_VERSION}: "
+                             f"{_install_hint(modules[0])}")
+    for module in modules:
+        try:
+            version = metadata.version(f"duckdb-extension-{module}")
+        except metadata.PackageNotFoundError:
+            raise ExtensionError(f"the DuckDB extension {module} is not installed: {_install_hint(module)}") from None
+        if version != DUCKDB_VERSION:
+            raise ExtensionError(f"duckdb-extension-{module} {version} does not match DuckDB {DUCKDB_VERSION}: "
+                                 f"{_install_hint(module)}")
+
+
+def load_extensions(con: duckdb.DuckDBPyConnection, catalog_kind: str) -> None:
+    """Load DuckLake and the driver of ``catalog_kind`` (``sqlite`` or ``postgres``) into ``con``."""
+    if catalog_kind not in CATALOG_EXTENSION:
+        raise ExtensionError(f"unknown lake catalog kind {catalog_kind!r}: use sqlite:PATH or postgres:DSN")
+    modules = ["ducklake", CATALOG_EXTENSION[catalog_kind]]
+    check_versions(modules)
+    from duckdb_extensions import import_extension  # noqa: PLC0415 - imports duckdb's own modules
+
+    for module in modules:
+        name, build = EXTENSIONS[module]
+        with _install_lock():  # processes starting at once must not install over each other
+            if _installed_build(con, name) != build:
+                # Copies the wheel's binary into DuckDB's extension folder (once per machine and build).
+                import_extension(module, force_install=True, con=con)
+            con.execute(f"LOAD {name}")
+        row = con.execute("SELECT extension_version FROM duckdb_extensions() WHERE extension_name = ?",
+                          [name]).fetchone()
+        if row is None or row[0] != build:
+            raise ExtensionError(f"the loaded {name} extension reports build {row[0] if row else None}, "
+                                 f"expected {build}: {_install_hint(module)}")
+
+
+def _installed_build(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
+    """The build of ``name`` in DuckDB's extension folder, read from its install record without
+    loading it (None when it is not installed there)."""
+    row = con.execute("SELECT installed, install_path FROM duckdb_extensions() WHERE extension_name = ?",
+                      [name]).fetchone()
+    if row is None or not row[0] or not row[1]:
+        return None
+    try:
+        info = Path(str(row[1]) + ".info").read_bytes()
+    except OSError:
+        return None
+    return next((build for build, _ in EXTENSIONS.values() if build.encode() in info), None)
+
+
+@contextmanager
+def _install_lock() -> Iterator[None]:
+    folder = Path.home() / ".duckdb"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "crawl-platform-extensions.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
