@@ -20,13 +20,15 @@ run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 # between their tests) in collection order, and tests/e2e/conftest.py puts the e2e modules first,
 # slowest first. Not --dist loadgroup: with pytest 9.2 it silently stops grouping (pytest-xdist #1386).
 # Two, one per core: the e2e tests are CPU-bound (every Dagster run starts a fresh Python process).
+# Tests marked `timing` measure wall-clock gaps with a few ms of slack: they run alone afterwards.
 TEST_WORKERS ?= 2
 
 test: $(STAMP)  ## set up, then run the whole test suite (and the linters)
 	$(BIN)/ruff check .
 	$(BIN)/mypy crawl_platform crawl_platform_dagster
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-		--durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not timing" -n $(TEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m timing --durations=5
 
 PAGES ?= 20000
 BENCH_ARGS ?= --mode both --scrapy-concurrency 1

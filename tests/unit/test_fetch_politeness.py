@@ -9,6 +9,8 @@ import logging
 import time
 from itertools import pairwise
 
+import pytest
+
 from crawl_platform.config import Settings
 from crawl_platform.fetch.politeness import HostPacer, origin_of
 from crawl_platform.fetch.retry import RetryPolicy
@@ -18,6 +20,8 @@ from crawl_platform.store.landing import land_batch
 from tests.sites import dead_port
 from tests.sites.hostile import HostileSite, Reply
 from tests.unit.conftest import connection_refused, loopback_fetcher
+
+pytestmark = pytest.mark.timing  # wall-clock gaps between requests: `make test` runs these alone
 
 # Gaps measured alone: only the pages are requested (no robots.txt unless a test asks, no retries),
 # and a second site may sit on 127.0.0.2.

@@ -11,10 +11,14 @@ from email.utils import format_datetime
 from itertools import pairwise
 from urllib.parse import quote
 
+import pytest
+
 from crawl_platform.fetch.retry import RetryPolicy, parse_retry_after
 from tests.sites import dead_port
 from tests.sites.hostile import HostileSite
 from tests.unit.conftest import connection_refused, loopback_fetcher
+
+pytestmark = pytest.mark.timing  # wall-clock waits between attempts: `make test` runs these alone
 
 # Retry waits measured alone: no robots.txt request first, and no adaptive politeness gap on top.
 ALONE = {"obey_robots": False, "max_host_delay_s": 0.0}

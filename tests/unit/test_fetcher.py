@@ -6,6 +6,8 @@ import json
 import time
 from itertools import pairwise
 
+import pytest
+
 from crawl_platform.bus.broker import free_port
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.retry import RetryPolicy
@@ -140,6 +142,7 @@ def test_network_guard_reports_the_blocked_address_not_robots(site):
     assert not result.disallowed
 
 
+@pytest.mark.timing  # wall-clock gaps between requests: `make test` runs it alone
 def test_host_delay_spaces_requests_to_one_host(site):
     fetcher = loopback_fetcher(**DEMO, host_delay_s=0.2)
     urls = [site.base_url + p for p in ("/page/1", "/page/2", "/page/3", "/page/4")]
