@@ -21,14 +21,17 @@ run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 # slowest first. Not --dist loadgroup: with pytest 9.2 it silently stops grouping (pytest-xdist #1386).
 # Two, one per core: the e2e tests are CPU-bound (every Dagster run starts a fresh Python process).
 # Tests marked `timing` measure wall-clock gaps with a few ms of slack: they run alone afterwards.
+# The e2e tests run one at a time: each Dagster stack keeps about a core busy (run start-up), and
+# two on this 2-core machine were not shown to keep inside their timeouts.
 TEST_WORKERS ?= 2
 
 test: $(STAMP)  ## set up, then run the whole test suite (and the linters)
 	$(BIN)/ruff check .
 	$(BIN)/mypy crawl_platform crawl_platform_dagster
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not timing" -n $(TEST_WORKERS) --dist loadfile \
-		--no-loadscope-reorder --durations=15
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m timing --durations=5
+		--durations=10 tests/unit tests/dagster
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m timing --durations=5 tests/unit
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 tests/e2e
 
 PAGES ?= 20000
 BENCH_ARGS ?= --mode both --scrapy-concurrency 1
