@@ -116,17 +116,17 @@ def main() -> None:
     print(f"landed {rows_before} pages in {sum(taken):.0f}s; a batch took {first:.0f} ms at first "
           f"and {last:.0f} ms at the end (medians of {TAIL})\n")
 
-    lines = [row("before", measure_lake(store), reads(store, args.batches, args.pages, args.repeat))]
+    heads = " ".join(f"{name.replace('_', ' '):>{width}}" for name, width in TIMED)
+    print(f"{'':<22} {'files':>7} {'current':>8} {'MB':>8} {'snapshots':>9} {heads}", flush=True)
+    print(row("before", measure_lake(store), reads(store, args.batches, args.pages, args.repeat)), flush=True)
     compacted = maintain_lake(store, timedelta(days=Settings().lake_retention_days), reader_grace=timedelta(0))
-    lines.append(row("after, 7-day retention", compacted.after, reads(store, args.batches, args.pages, args.repeat)))
+    print(row("after, 7-day retention", compacted.after, reads(store, args.batches, args.pages, args.repeat)),
+          flush=True)
     expired = maintain_lake(store, timedelta(0), reader_grace=timedelta(0))
-    lines.append(row("after, retention 0", expired.after, reads(store, args.batches, args.pages, args.repeat)))
+    print(row("after, retention 0", expired.after, reads(store, args.batches, args.pages, args.repeat)), flush=True)
     assert store.query("SELECT count(*) FROM pages")[0][0] == rows_before
     after = crawl(store, frontier, range(args.batches, args.batches + TAIL), args.pages, args.links, args.expand)
 
-    heads = " ".join(f"{name.replace('_', ' '):>{width}}" for name, width in TIMED)
-    print(f"{'':<22} {'files':>7} {'current':>8} {'MB':>8} {'snapshots':>9} {heads}")
-    print("\n".join(lines))
     for label, report in (("7-day retention", compacted), ("retention 0", expired)):
         print(f"maintenance, {label}: {report.seconds:.1f}s, {report.files_merged} files merged, "
               f"{report.rows_flushed} inlined rows flushed, {report.snapshots_expired} snapshots expired, "
