@@ -211,9 +211,6 @@ class CrawlStore:
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         location = self.location
-        sqlite_path = location.sqlite_path
-        if sqlite_path is not None:
-            _prepare_sqlite_catalog(sqlite_path)
         if location.is_local:
             data = Path(location.data_path)
             try:
@@ -223,35 +220,64 @@ class CrawlStore:
             if not _writable(data):
                 raise StoreUnavailableError(f"the lake's data path {data} is not writable")
         engine = _engine(location.kind)
+        # An existing lake opens without waiting for anyone. A new one (or one whose creation did
+        # not finish) is created under the lake-wide write lock: processes opening a new lake at
+        # once would otherwise each create DuckLake's catalog tables and all but one fail.
+        if self._catalog_ready():
+            with contextlib.suppress(_LakeNotReadyError, duckdb.Error):
+                self._attach(engine, create=False)
+                return engine
+        with self._write_lock, self._lake_write_lock():
+            try:
+                self._attach(engine, create=True)
+            except duckdb.Error as err:
+                raise StoreUnavailableError(_one_line(f"cannot open the lake {location.catalog}: {err}")) from None
+        return engine
+
+    def _attach(self, engine: duckdb.DuckDBPyConnection, create: bool) -> None:
+        """Attach the lake under this store's alias. With ``create`` (under the lake's write lock)
+        a missing lake or schema is created; without it, a lake lacking its schema raises
+        :class:`_LakeNotReadyError`. Whatever fails leaves the alias detached."""
+        sqlite_path = self.location.sqlite_path
+        if create and sqlite_path is not None:
+            _prepare_sqlite_catalog(sqlite_path)
         con = engine.cursor()
         try:
-            try:
-                con.execute(location.attach_sql(alias=self.alias))
-                con.execute(f"USE {self.alias}")
-                if not _has_schema(con, self.alias):
-                    with self._write_lock, self._lake_write_lock():
-                        # One transaction: a new lake starts with one snapshot holding every table.
-                        con.execute("BEGIN TRANSACTION")
-                        con.execute(resources.files("crawl_platform.store").joinpath("schema.sql").read_text())
-                        con.execute("COMMIT")
-            except BaseException:
-                # Attached but not ready (the write lock timed out, the schema failed): detach, or
-                # every later call of this store fails on its alias being taken.
-                for sql in ("ROLLBACK", "USE memory", f"DETACH DATABASE IF EXISTS {self.alias}"):
-                    with contextlib.suppress(duckdb.Error):
-                        con.execute(sql)
-                raise
-        except duckdb.Error as err:
-            raise StoreUnavailableError(_one_line(f"cannot open the lake {location.catalog}: {err}")) from None
+            con.execute(self.location.attach_sql(alias=self.alias))
+            con.execute(f"USE {self.alias}")
+            if not _has_schema(con, self.alias):
+                if not create:
+                    raise _LakeNotReadyError
+                # One transaction: a new lake starts with one snapshot holding every table.
+                con.execute("BEGIN TRANSACTION")
+                con.execute(resources.files("crawl_platform.store").joinpath("schema.sql").read_text())
+                con.execute("COMMIT")
+        except BaseException:
+            # Attached but not ready: detach, or every later call of this store fails on its alias
+            # being taken.
+            for sql in ("ROLLBACK", "USE memory", f"DETACH DATABASE IF EXISTS {self.alias}"):
+                with contextlib.suppress(duckdb.Error):
+                    con.execute(sql)
+            raise
         finally:
             con.close()
-        return engine
+
+    def _catalog_ready(self) -> bool:
+        """True when the catalog already holds a DuckLake (so attaching it creates nothing)."""
+        sqlite_path = self.location.sqlite_path
+        if sqlite_path is not None:
+            return _sqlite_catalog_ready(sqlite_path)
+        return _postgres_catalog_ready(self.location.catalog)
 
     @contextmanager
     def _lake_write_lock(self) -> Iterator[None]:
         deadline = time.monotonic() + self.write_timeout_s
         sqlite_path = self.location.sqlite_path
         if sqlite_path is not None:
+            try:
+                sqlite_path.parent.mkdir(parents=True, exist_ok=True)  # the lock sits next to the catalog
+            except OSError as err:
+                raise StoreUnavailableError(f"the lake catalog {sqlite_path} cannot be opened: {err}") from None
             with _flock(sqlite_path.with_name(sqlite_path.name + ".write.lock"), deadline, self.write_timeout_s):
                 yield
         else:
@@ -311,18 +337,58 @@ def _writable(path: Path) -> bool:
     return True
 
 
+class _LakeNotReadyError(Exception):
+    """The catalog holds no complete lake yet: open it again under the write lock."""
+
+
 def _prepare_sqlite_catalog(path: Path) -> None:
     """Create the catalog's folder and switch the SQLite file to WAL mode, in which readers never
-    block a writer's commit (the default journal makes a reading snapshot block every commit)."""
+    block a writer's commit (the default journal makes a reading snapshot block every commit).
+    Called under the lake's write lock; the mode stays with the file."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=30)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            if db.execute("PRAGMA journal_mode").fetchone() != ("wal",):
+                db.execute("PRAGMA journal_mode=WAL")
         finally:
             db.close()
     except (OSError, sqlite3.Error) as err:
         raise StoreUnavailableError(f"the lake catalog {path} cannot be opened: {err}") from None
+
+
+_CATALOG_TABLE = "ducklake_metadata"  # the first table DuckLake creates in its catalog
+
+
+def _sqlite_catalog_ready(path: Path) -> bool:
+    if not path.exists():
+        return False
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            wal = db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+            table = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                               [_CATALOG_TABLE]).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False  # the locked open reports what is wrong with the file
+    return wal and table is not None
+
+
+def _postgres_catalog_ready(catalog: str) -> bool:
+    import psycopg2  # noqa: PLC0415 - only a PostgreSQL catalog needs it
+
+    try:
+        conn = psycopg2.connect(catalog.split(":", 1)[1], connect_timeout=10)
+    except psycopg2.Error as err:
+        raise StoreUnavailableError(_one_line(f"cannot open the lake {catalog}: {err}")) from None
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT to_regclass(%s) IS NOT NULL", [_CATALOG_TABLE])
+            row = cur.fetchone()
+        return bool(row and row[0])
+    finally:
+        conn.close()
 
 
 @contextmanager
