@@ -106,6 +106,11 @@ def fresh_postgres_database() -> Iterator[str]:
         admin.close()
 
 
+def lake_catalog(postgres_url: str, user: str = "postgres") -> str:
+    """The ``CRAWL_LAKE_CATALOG`` value of a lake whose catalog is the database at ``postgres_url``."""
+    return f"postgres:dbname={postgres_url.rsplit('/', 1)[1]} host=127.0.0.1 user={user}"
+
+
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     with fresh_postgres_database() as url:

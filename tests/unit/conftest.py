@@ -12,6 +12,7 @@ import pytest
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.politeness import HostPacer
 from crawl_platform.frontier.frontier import Frontier
+from tests.conftest import lake_catalog
 from tests.sites.hostile import HostileSite
 
 AGENT = "crawl-platform-test/1.0"
@@ -61,6 +62,5 @@ def lake_settings(request: pytest.FixtureRequest, store_settings: Any, tmp_path:
     catalog in a fresh PostgreSQL database (Parquet files under the test's folder)."""
     if request.param == "sqlite":
         return store_settings
-    dbname = request.getfixturevalue("postgres_url").rsplit("/", 1)[1]
-    return store_settings.model_copy(update={"lake_catalog": f"postgres:dbname={dbname} host=127.0.0.1 user=postgres",
+    return store_settings.model_copy(update={"lake_catalog": lake_catalog(request.getfixturevalue("postgres_url")),
                                              "lake_data_path": str(tmp_path / "pg-lake-data")})

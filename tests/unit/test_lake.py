@@ -27,6 +27,7 @@ from crawl_platform.store.database import (
 )
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.landing import LandedBatch
+from tests.conftest import lake_catalog
 from tests.unit.crawl_rows import fetch_result, land, page_html
 
 SITE = "http://lake.test"
@@ -254,7 +255,7 @@ def test_a_lake_whose_catalog_went_away_does_not_stop_another_lake_from_opening(
     import psycopg2  # noqa: PLC0415 - only this test drops a catalog database
 
     dbname = postgres_url.rsplit("/", 1)[1]
-    gone = CrawlStore(LakeLocation(f"postgres:dbname={dbname} host=127.0.0.1 user=postgres", f"{tmp_path / 'pg'}/"))
+    gone = CrawlStore(LakeLocation(lake_catalog(postgres_url), f"{tmp_path / 'pg'}/"))
     land_pages(gone, "gone", [f"{SITE}/gone"])
     admin = psycopg2.connect(postgres_url.rsplit("/", 1)[0] + "/postgres")
     admin.autocommit = True

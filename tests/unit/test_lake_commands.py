@@ -32,6 +32,7 @@ from crawl_platform.store.database import TABLES, CrawlStore, LakeLocation
 from crawl_platform.store.landing import LandedBatch, land_batch
 from crawl_platform.store.transfer import TableFingerprint, table_fingerprints
 from crawl_platform_dagster.cli import main
+from tests.conftest import lake_catalog
 from tests.unit.crawl_rows import crawl_request, fetch_result, page_html
 
 SITE = "http://site.example"
@@ -232,13 +233,12 @@ def test_a_backup_restores_into_a_postgresql_catalog_and_backs_up_from_it(lake_e
                                                                             capsys, monkeypatch, postgres_url):
     land_pages(store, frontier, "c1", "b1", [f"/p{i}" for i in range(12)])
     assert run(capsys, "backup", str(tmp_path / "bk"))[0] == 0
-    dbname = postgres_url.rsplit("/", 1)[1]
-    monkeypatch.setenv("CRAWL_LAKE_CATALOG", f"postgres:dbname={dbname} host=127.0.0.1 user=postgres")
+    monkeypatch.setenv("CRAWL_LAKE_CATALOG", lake_catalog(postgres_url))
     monkeypatch.setenv("CRAWL_LAKE_DATA_PATH", str(tmp_path / "pg-data"))
 
     code, out, err = run(capsys, "restore", str(tmp_path / "bk"))
     assert (code, err) == (0, [])
-    assert f"into postgres:dbname={dbname} " in out
+    assert f"into {lake_catalog(postgres_url)}: " in out
     code, _, err = run(capsys, "backup", str(tmp_path / "bk-pg"))
     assert (code, err) == (0, [])
     assert Manifest.read(tmp_path / "bk-pg").tables == Manifest.read(tmp_path / "bk").tables == fingerprints(store)

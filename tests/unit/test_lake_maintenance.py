@@ -20,6 +20,7 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.store.database import TABLES, CrawlStore, LakeLocation
 from crawl_platform.store.maintenance import maintain_lake, measure_lake
+from tests.conftest import lake_catalog
 from tests.unit.crawl_rows import crawl_request, fetch_result, land, page_html
 
 SITE = "http://maint.test"
@@ -63,8 +64,7 @@ def lake(request: pytest.FixtureRequest, tmp_path: Path) -> CrawlStore:
     if request.param == "sqlite":
         location = LakeLocation(f"sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}", f"{tmp_path / 'lake' / 'data'}/")
     else:
-        dbname = request.getfixturevalue("postgres_url").rsplit("/", 1)[1]
-        location = LakeLocation(f"postgres:dbname={dbname} host=127.0.0.1 user=postgres", f"{tmp_path / 'data'}/")
+        location = LakeLocation(lake_catalog(request.getfixturevalue("postgres_url")), f"{tmp_path / 'data'}/")
     store = CrawlStore(location)
     store.ensure_schema()
     crawl_small_batches(store)
