@@ -1,24 +1,27 @@
 """The platform as a user runs it, for end-to-end tests: the Dagster daemon (sensors, run queue,
 run launcher) on this repository's workspace, instance storage on PostgreSQL, the session's
-broker, per-module topics and DuckDB file."""
+broker, per-module topics and lake (an embedded SQLite catalog, or one on PostgreSQL)."""
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
-from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.database import CrawlStore, LakeLocation
 from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.stack import DagsterProcesses
-from tests.conftest import fresh_postgres_database
+from tests.conftest import fresh_postgres_database, lake_catalog
 
 REPO = Path(__file__).resolve().parents[2]
 # The installed `crawl-platform` script: the engine's commands plus `up` and `worker`.
@@ -44,11 +47,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="module")
 def start_platform(broker, tmp_path_factory):
-    """Call with Settings overrides; returns (settings, env). Stopped at the end of the module."""
+    """Call with Settings overrides; returns (settings, env). One platform runs at a time: a new
+    one stops the module's previous one (an idle Dagster stack still costs a fifth of a core),
+    and the last is stopped at the end of the module."""
     started = []
+    databases = []
 
-    def start(max_concurrent_runs: int = 4, with_processes: bool = False, **overrides):
+    def stop_started() -> None:
+        while started:
+            dagster, tmp = started.pop()
+            dagster.stop()
+            for log in sorted((tmp / "logs").glob("*.log")):
+                sys.stderr.write(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}\n")
+
+    def start(max_concurrent_runs: int = 4, with_processes: bool = False, lake_on_postgres: bool = False,
+              **overrides):
+        """``lake_on_postgres``: the lake's catalog in a database of its own on the machine's
+        PostgreSQL (the scale-out profile) instead of the embedded SQLite file."""
+        stop_started()
         tmp = tmp_path_factory.mktemp("platform")
+        if lake_on_postgres:
+            lake_database = fresh_postgres_database()
+            overrides = {"lake_catalog": lake_catalog(lake_database.__enter__()),
+                         "lake_data_path": str(tmp / "shared" / "lake-data"), **overrides}
+            databases.append(lake_database)
         tag = uuid.uuid4().hex[:8]
         values = {
             "kafka_bootstrap_servers": broker.bootstrap_servers, "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG,
@@ -60,22 +82,42 @@ def start_platform(broker, tmp_path_factory):
         settings = Settings(**values)
         database = fresh_postgres_database()
         pg_url = database.__enter__()
+        databases.append(database)
         write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=max_concurrent_runs,
                             partitions=settings.topic_partitions)
         env = {**os.environ, **settings.to_env()}
         dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
         dagster.start()
-        started.append((dagster, database, tmp))
+        started.append((dagster, tmp))
         time.sleep(5)
         assert not dagster.dead(), f"the Dagster daemon exited at start; see {tmp / 'logs'}"
         return (settings, env, dagster) if with_processes else (settings, env)
 
     yield start
-    for dagster, database, tmp in started:
-        dagster.stop()
+    stop_started()
+    for database in databases:
         database.__exit__(None, None, None)
-        for log in sorted((tmp / "logs").glob("*.log")):
-            sys.stderr.write(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}\n")
+
+
+@contextlib.contextmanager
+def lake_reader(settings: Settings, folder: Path) -> Iterator[dict[str, Any]]:
+    """An analyst's notebook holding the lake open (tests/e2e/lake_reader.py, its own process) for
+    the ``with`` block; afterwards the yielded dict holds what it saw: ``reads`` (page counts at
+    the start and end of each one-second reading transaction) and ``errors``."""
+    location = LakeLocation.from_settings(settings)
+    stop, out = folder / "reader.stop", folder / "reader.json"
+    with open(folder / "reader.log", "wb") as log:
+        reader = subprocess.Popen([sys.executable, "-m", "tests.e2e.lake_reader", str(location.sqlite_path),
+                                   location.data_path, str(stop), str(out)],
+                                  cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        seen: dict[str, Any] = {}
+        try:
+            yield seen
+        finally:
+            stop.touch()
+            reader.wait(120)
+    assert reader.returncode == 0, (folder / "reader.log").read_text()[-3000:]
+    seen.update(json.loads(out.read_text()))
 
 
 def cli(env, *args, timeout=400):

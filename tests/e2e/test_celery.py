@@ -1,10 +1,12 @@
 """The scale-out profile: batch steps on a Celery worker (broker RabbitMQ or Redis, both real on
-this machine), Dagster state on PostgreSQL, started with `crawl-platform worker` as documented."""
+this machine), Dagster state and the lake's catalog on PostgreSQL (no file of the store on the
+workers' shared path but Parquet), started with `crawl-platform worker` as documented."""
 
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +26,8 @@ BROKERS = {
 def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platform, broker_name, tmp_path):
     broker_url, backend = BROKERS[broker_name]
     settings, env = start_platform(executor="celery", celery_broker=broker_url, celery_backend=backend,
-                                   host_delay_ms=0, batch_size=100)
+                                   host_delay_ms=0, batch_size=100, lake_on_postgres=True)
+    assert settings.lake_catalog.startswith("postgres:")
     log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - closed below
     worker = subprocess.Popen([*CRAWL_PLATFORM, "worker", "--concurrency", "2"],
                               env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -35,8 +38,15 @@ def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platfo
             done = cli(env, "crawl", server.base_url + "/", "--crawl-id", f"celery-{broker_name}",
                        "--wait", "--timeout", "300")
             assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "worker.log").read_text()[-3000:]
-            urls = [r[0] for r in CrawlStore.from_settings(settings).query("SELECT url FROM pages")]
+            store = CrawlStore.from_settings(settings)
+            urls = [r[0] for r in store.query("SELECT url FROM pages")]
             assert sorted(urls) == sorted(server.site.expected_urls(server.base_url))
+            # Every landing was a snapshot of the PostgreSQL catalog; the shared path holds only Parquet.
+            (snapshots,) = store.query("SELECT count(*) FROM ducklake_snapshots(?)", [store.alias])[0]
+            assert snapshots > 2
+            shared = {p.suffix for p in Path(settings.lake_data_path).rglob("*") if p.is_file()}
+            assert shared == {".parquet"}
+            assert not settings.lake_path.exists()  # no embedded catalog anywhere
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(60)

@@ -1,6 +1,6 @@
 """The whole loop as a user runs it: CLI -> seeds topic -> Dagster daemon sensors -> partitioned runs
--> DuckDB -> frontier topic -> ... on the real broker, a Dagster instance on PostgreSQL and a
-generated site of a few hundred pages on loopback."""
+-> the lake -> frontier topic -> ... on the real broker, a Dagster instance on PostgreSQL and a
+generated site of a few hundred pages on loopback, with an analyst's reader holding the lake open."""
 
 import time
 from pathlib import Path
@@ -13,7 +13,7 @@ from crawl_platform.bus.messages import decode_dead_letter
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.store.database import CrawlStore
-from tests.e2e.conftest import cli
+from tests.e2e.conftest import cli, lake_reader
 
 # One platform for the module's three tests, which run in order (the last checks the batches the
 # first two landed); `make test` distributes by module (--dist loadfile), so one worker runs them all.
@@ -34,16 +34,28 @@ def demo():
         yield site, server
 
 
-def test_crawl_lands_exactly_the_reachable_site_then_recrawl_versions_only_the_changed_page(platform, demo):
+def test_crawl_lands_exactly_the_reachable_site_then_recrawl_versions_only_the_changed_page(platform, demo,
+                                                                                             tmp_path):
     settings, env = platform
     site, server = demo
     store = CrawlStore.from_settings(settings)
     expected = site.expected_urls(server.base_url)
     assert len(expected) > SITE_PAGES
 
-    done = cli(env, "crawl", server.base_url + "/", "--crawl-id", "first", "--wait", "--timeout", "360")
+    # A notebook holds the lake open, reading in long transactions, for the whole first crawl.
+    with lake_reader(settings, tmp_path) as seen:
+        done = cli(env, "crawl", server.base_url + "/", "--crawl-id", "first", "--wait", "--timeout", "360")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "crawl first: done, pending 0" in done.stdout
+    # Every read succeeded, each saw one snapshot throughout its transaction, and the reads overlapped
+    # the landings (the lake grew under the open reader).
+    assert seen["errors"] == []
+    reads = seen["reads"]
+    assert len(reads) >= 3
+    assert all(r["before"] == r["after"] == r["distinct_urls"] for r in reads)
+    counts = [r["after"] for r in reads]
+    assert counts == sorted(counts)
+    assert counts[0] < len(expected), "the reader only read after the crawl had landed"
 
     rows = store.query("SELECT url, version, status, final_url, content_type FROM pages WHERE crawl_id = 'first'")
     urls = [r[0] for r in rows]
@@ -91,9 +103,9 @@ def test_malformed_messages_go_to_dead_letter_and_the_loop_keeps_going(platform,
                                                                             OffsetRange(part, low, high))]
     reasons = sorted((d.source_topic, d.reason) for d in letters)
     assert reasons == [
-        (settings.frontier_topic, "not JSON: Expecting value: line 1 column 1 (char 0)"),
+        (settings.frontier_topic, "not JSON: expected ident at line 1 column 2"),
         (settings.frontier_topic, "unsupported version 99 of frontier_url"),
-        (settings.seeds_topic, "field 'seeds' must be a non-empty list of strings"),
+        (settings.seeds_topic, "field 'crawl_id' is missing"),  # the first field the request lacks
     ]
 
 
