@@ -95,7 +95,8 @@ class Settings(BaseSettings):
         0, ge=0, validation_alias=AliasChoices("CRAWL_BATCH_SIZE", "batch_size"),
         description="Most frontier messages a run takes from each of its partitions; a run takes what "
         "is waiting up to this, so batches are small when the backlog is and grow with it. 0: "
-        "CRAWL_BATCH_SECONDS worth of requests to one host at CRAWL_HOST_DELAY_MS, between 100 and 5000.",
+        "CRAWL_BATCH_SECONDS worth of requests at CRAWL_HOST_DELAY_MS to each host a partition holds "
+        "(the hosts with queued URLs over the partitions), between 100 and 5000.",
     )
     batch_seconds: float = Field(
         120.0, gt=0, validation_alias=AliasChoices("CRAWL_BATCH_SECONDS", "batch_seconds"),
@@ -251,14 +252,16 @@ class Settings(BaseSettings):
         """The environment, for ``${VAR}`` references in settings such as proxy passwords."""
         return dict(os.environ)
 
-    def partition_batch_size(self) -> int:
-        """Messages per partition per run: ``CRAWL_BATCH_SIZE``, or (auto) what one host can serve
-        in ``CRAWL_BATCH_SECONDS`` at the politeness delay (at least 10 ms a request), kept between
+    def partition_batch_size(self, hosts_per_partition: float = 1.0) -> int:
+        """Messages per partition per run: ``CRAWL_BATCH_SIZE``, or (auto) what the partition's
+        hosts serve in ``CRAWL_BATCH_SECONDS`` at the politeness delay: one host's share (at least
+        10 ms a request) times the hosts a partition holds (``hosts_per_partition``, at least one;
+        a host's requests follow one another, different hosts' run side by side), kept between
         100 (few runs are worth their start) and 5,000 (memory of one run)."""
         if self.batch_size:
             return self.batch_size
         per_request_s = max(self.host_delay_ms, 10) / 1000.0
-        return max(100, min(5_000, int(self.batch_seconds / per_request_s)))
+        return max(100, min(5_000, int(self.batch_seconds / per_request_s * max(1.0, hosts_per_partition))))
 
     def lake_backups_root(self) -> Path:
         """The folder backups go into: ``CRAWL_LAKE_BACKUP_PATH``, or ``backups/`` beside the lake folder."""

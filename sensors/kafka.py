@@ -32,6 +32,7 @@ from crawl_platform.pipeline.loop import (
     LoopPolicy,
     PlannedBatch,
     RunQueue,
+    TopicState,
     plan_frontier,
     plan_seeds,
     read_topic,
@@ -76,6 +77,16 @@ def _count_orphans(settings: Settings) -> int:
     return FrontierReadModel(store).orphaned_count(ORPHAN_AFTER_S)
 
 
+def _queued_hosts(settings: Settings, topic: TopicState) -> int:
+    """Hosts with queued URLs, which size an auto batch; not asked when CRAWL_BATCH_SIZE is set,
+    before the lake exists or when the topic has nothing new to cut."""
+    store = CrawlStore.from_settings(settings)
+    fresh = any(high > topic.cursor.get(part, low) for part, (low, high) in topic.watermarks.items())
+    if settings.batch_size or not fresh or not store.exists():
+        return 0
+    return FrontierReadModel(store).queued_hosts()
+
+
 def _batch_requests(plan: FrontierPlan, settings: Settings) -> list[RunRequest]:
     celery = settings.executor == "celery"
     batch_job = crawl_batch_celery_job if celery else crawl_batch_job
@@ -105,7 +116,7 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
         return SkipReason(f"Kafka unavailable: {err}")
     batch_job = crawl_batch_celery_job if settings.executor == "celery" else crawl_batch_job
     queue = _run_queue(context, batch_job.name)
-    plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings))
+    plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic)))
     if plan.check_orphans:
         plan = plan.with_orphans(_count_orphans(settings), time.time())
     for requeue in plan.requeues:

@@ -75,6 +75,12 @@ class FrontierReadModel:
             [utc_now() - timedelta(seconds=older_than_s)],
         )[0][0])
 
+    def queued_hosts(self) -> int:
+        """Hosts with URLs ``queued`` (published, not yet fetched): how many the next batches
+        spread over, which sizes them (:meth:`Settings.partition_batch_size`)."""
+        return int(self.store.query(
+            f"SELECT count(DISTINCT host) FROM frontier WHERE state = {sql_literal(URLState.QUEUED)}")[0][0])
+
     def done_urls(self, items: list[FrontierURL]) -> set[tuple[str, str]]:
         """The (crawl_id, url) pairs among ``items`` that the crawl already finished."""
         if not items:

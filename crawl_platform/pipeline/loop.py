@@ -70,9 +70,11 @@ class LoopPolicy:
     batch_groups: int = 4
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LoopPolicy:
-        return cls(settings.partition_batch_size(), settings.max_runs_per_tick, settings.max_queued_runs,
-                   settings.batch_groups)
+    def from_settings(cls, settings: Settings, queued_hosts: int = 0) -> LoopPolicy:
+        """The settings' policy; ``queued_hosts`` (hosts with queued URLs, spread over the topic's
+        partitions) sizes an auto batch."""
+        return cls(settings.partition_batch_size(queued_hosts / settings.topic_partitions),
+                   settings.max_runs_per_tick, settings.max_queued_runs, settings.batch_groups)
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,8 @@ class CrawlLoop:
     """
 
     def __init__(self, bus: Bus, crawler: BatchCrawler, intake: SeedIntake, policy: LoopPolicy,
-                 before_batch: Callable[[PlannedBatch], None] | None = None) -> None:
+                 before_batch: Callable[[PlannedBatch], None] | None = None, settings: Settings | None = None,
+                 ) -> None:
         self.bus = bus
         self.crawler = crawler
         self.intake = intake
@@ -215,13 +218,21 @@ class CrawlLoop:
         self.before_batch = before_batch
         self.seeds_cursor: str | None = None
         self.frontier_cursor: str | None = None
+        self.settings = settings  # when given, an auto batch size follows the hosts queued, as in the sensor
 
     @classmethod
     def from_settings(cls, settings: Settings, before_batch: Callable[[PlannedBatch], None] | None = None,
                       ) -> CrawlLoop:
         crawler = BatchCrawler.from_settings(settings)
         return cls(crawler.bus, crawler, SeedIntake.from_settings(settings), LoopPolicy.from_settings(settings),
-                   before_batch)
+                   before_batch, settings)
+
+    def policy_now(self) -> LoopPolicy:
+        """The policy, with an auto batch sized for the hosts queued now (as the sensor does)."""
+        if self.settings is None or self.settings.batch_size:
+            return self.policy
+        per_partition = self.crawler.frontier.read_model.queued_hosts() / self.settings.topic_partitions
+        return replace(self.policy, batch_size=self.settings.partition_batch_size(per_partition))
 
     def turn(self, report: LoopReport) -> bool:
         """One turn over the seeds and frontier topics; False when it found nothing to do."""
@@ -233,7 +244,7 @@ class CrawlLoop:
             report.crawls_registered += registered.crawls
             busy = True
         plan = plan_frontier(read_topic(self.bus, self.bus.frontier_topic, self.frontier_cursor), RunQueue(),
-                             self.policy)
+                             self.policy_now())
         self.frontier_cursor = plan.cursor
         if plan.check_orphans:
             plan = plan.with_orphans(self.crawler.frontier.orphaned_count(ORPHAN_AFTER_S), 0.0)

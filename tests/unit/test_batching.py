@@ -204,6 +204,18 @@ def test_auto_batch_size_is_what_one_host_serves_in_the_target_time(batch_size, 
     assert settings.partition_batch_size() == expected
 
 
+@pytest.mark.parametrize(
+    ("batch_size", "host_delay_ms", "hosts_per_partition", "expected"),
+    [(0, 250, 0.0, 480), (0, 250, 0.5, 480), (0, 1000, 3.0, 360), (0, 250, 2.5, 1200), (0, 250, 60.0, 5000),
+     (70, 250, 60.0, 70)],
+)
+def test_auto_batch_size_grows_with_the_hosts_a_partition_holds(batch_size, host_delay_ms, hosts_per_partition,
+                                                                 expected):
+    """Hosts of one partition are fetched side by side: each gets the target time's share."""
+    settings = Settings(batch_size=batch_size, host_delay_ms=host_delay_ms, batch_seconds=120)
+    assert settings.partition_batch_size(hosts_per_partition) == expected
+
+
 @pytest.mark.parametrize(("executor", "shards", "expected"), [("in_process", 0, 1), ("celery", 0, 4), ("celery", 2, 2),
                                                              ("in_process", 3, 3)])
 def test_fetch_shards_default_follows_the_executor(executor, shards, expected):

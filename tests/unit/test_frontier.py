@@ -207,3 +207,4 @@ def test_read_model_answers_from_the_store_alone(frontier, store):
     assert reads.done_urls([FrontierURL("c1", u, 0) for u in urls]) == {("c1", urls[0])}
     assert reads.orphaned_count(60) == 0  # queued just now: maybe still on its way
     assert reads.orphaned_count(-60) == 1  # the fetched one is not orphaned
+    assert reads.queued_hosts() == 1
