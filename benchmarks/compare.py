@@ -16,6 +16,14 @@ stopped on the way out, Ctrl-C and errors included; a platform crawl past `--pla
 stopped and its partial rate reported.
 
     .venv/bin/python benchmarks/compare.py --pages 2000 --mode both
+
+With `--hosts N` the site is the polite broad crawl's instead: `--pages-per-host` articles (plus a
+home page) on each of N loopback hostnames (127.0.1.1, ...), all seeded at once, every crawler
+keeping `--host-delay-ms` between two requests to one host (Scrapy's DOWNLOAD_DELAY, not
+randomised) with one request per host in flight. Each crawler's smallest gap between two requests
+to one host, from nginx's log, shows that the politeness held:
+
+    .venv/bin/python benchmarks/compare.py --hosts 500 --pages-per-host 40 --host-delay-ms 250
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from crawlers import CrawlResult, crawl_with_platform, crawl_with_scrapy
 from dagster_profile import CATEGORIES, RunProfile, profile_dagster_home
 from engine_profile import profile_engine
 from measure import become_subreaper, loadavg
-from static_site import measure_server_rate, serve_site
+from static_site import measure_server_rate, serve_hosts, serve_site
 
 
 def _stop_on_sigterm(_sig: int, _frame: FrameType | None) -> None:
@@ -49,6 +57,9 @@ def _stop_on_sigterm(_sig: int, _frame: FrameType | None) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=2000, help="article pages of the site (2000)")
+    parser.add_argument("--hosts", type=int, default=0,
+                        help="serve the many-host site instead: this many loopback hostnames (0: one host)")
+    parser.add_argument("--pages-per-host", type=int, default=40, help="articles per host with --hosts (40)")
     parser.add_argument("--mode", choices=["dagster", "engine", "both", "none"], default="dagster",
                         help="how to run the platform: through Dagster as a user does, engine only, both, or not")
     parser.add_argument("--scrapy-concurrency", type=int, nargs="*", default=[1],
@@ -67,8 +78,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (site, logs, DuckDB)")
     args = parser.parse_args()
-    if args.pages < 2:
-        parser.error("--pages must be at least 2")
+    if args.pages < 2 or args.pages_per_host < 2:
+        parser.error("--pages and --pages-per-host must be at least 2")
+    if not 0 <= args.hosts <= 63_500:
+        parser.error("--hosts must be between 0 and 63,500")
 
     os.environ["CRAWL_HOST_CONCURRENCY"] = str(args.host_concurrency)  # Settings() of every crawl reads it
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
@@ -78,8 +91,12 @@ def main() -> int:
     profiles: dict[str, RunProfile] = {}
     engine_split: dict[str, float] = {}
     try:
-        with serve_site(args.pages, workdir) as site:
-            print(f"site: {len(site.expected)} pages to land ({args.pages} articles + home; /private/ disallowed), "
+        served = (serve_hosts(args.hosts, args.pages_per_host, workdir) if args.hosts
+                  else serve_site(args.pages, workdir))
+        with served as site:
+            shape = (f"{args.hosts} hosts x ({args.pages_per_host} articles + home)" if args.hosts
+                     else f"{args.pages} articles + home")
+            print(f"site: {len(site.expected)} pages to land ({shape}; /private/ disallowed), "
                   f"{site.bytes_on_disk / 2**20:.1f} MiB, served by {site.server_kind} on {site.base_url}")
             print(f"machine: {os.cpu_count()} cores, load average {loadavg()}; workdir {workdir}"
                   f"{'' if subreaper else '; not a subreaper: CPU of orphaned processes may be missed'}")
@@ -100,7 +117,8 @@ def main() -> int:
                         result.notes.append(f"no Dagster profile: {type(err).__name__}: {err}")
             for conc in args.scrapy_concurrency:
                 print(f"crawling with Scrapy (per-host concurrency {conc}) ...", flush=True)
-                result = crawl_with_scrapy(site, workdir / f"scrapy-c{conc}", conc, args.scrapy_timeout)
+                result = crawl_with_scrapy(site, workdir / f"scrapy-c{conc}", conc, args.scrapy_timeout,
+                                           args.host_delay_ms)
                 results.append(result)
                 _print_row(result)
             if args.py_spy:
@@ -149,15 +167,17 @@ def _once(r: CrawlResult) -> str:
 
 
 def _report(args: argparse.Namespace, results: list[CrawlResult], profiles: dict[str, RunProfile]) -> None:
-    print(f"\n{args.pages} articles, batch size {args.batch_size}, host delay {args.host_delay_ms} ms, "
+    shape = f"{args.hosts} hosts x {args.pages_per_host} articles" if args.hosts else f"{args.pages} articles"
+    print(f"\n{shape}, batch size {args.batch_size}, host delay {args.host_delay_ms} ms, "
           f"host concurrency {args.host_concurrency}, "
           f"{os.cpu_count()} cores")
     head = ("crawler", "pages", "wall s", "pages/s", "CPU s", "CPU s incl. start-up", "CPU ms/page",
-            "peak RSS MB (PSS)", "seed->1st page s", "exactly once", "requests", "load avg before -> after")
+            "peak RSS MB (PSS)", "seed->1st page s", "exactly once", "requests",
+            "min gap per host ms (hosts too close)", "load avg before -> after")
     rows = [(r.crawler, f"{r.pages}/{r.expected}", f"{r.wall_s:.1f}", f"{r.pages_per_s:.1f}", f"{r.cpu_window_s:.1f}",
              f"{r.cpu_total_s:.1f}", f"{1000 * r.cpu_window_s / r.pages:.1f}" if r.pages else "-",
              f"{r.peak_rss_mb:.0f} ({r.peak_pss_mb:.0f})", f"{r.first_page_s:.1f}", _once(r), str(r.requests_served),
-             f"{r.load_before} -> {r.load_after}") for r in results]
+             f"{r.min_gap_ms:.0f} ({r.hosts_too_close})", f"{r.load_before} -> {r.load_after}") for r in results]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(row) + " |")

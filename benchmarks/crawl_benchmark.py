@@ -58,7 +58,8 @@ def run_engine(settings: Settings, seeds: list[str]) -> None:
     submit_crawl(bus, build_crawl_request(seeds, crawl_id="bench", max_pages=10**7, max_depth=100))
     crawler = BatchCrawler.from_settings(settings)
     policy = LoopPolicy(settings.partition_batch_size(), max_runs_per_tick=1000, batch_groups=1)
-    CrawlLoop(bus, crawler, SeedIntake.from_settings(settings), policy).run_until_idle(max_turns=100_000)
+    CrawlLoop(bus, crawler, SeedIntake.from_settings(settings), policy, settings=settings).run_until_idle(
+        max_turns=100_000)
 
 
 def main() -> None:

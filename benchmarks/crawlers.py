@@ -66,12 +66,24 @@ class CrawlResult:
     peak_pss_mb: float = float("nan")
     peak_processes: int = 0
     requests_served: int = 0  # what nginx logged while this crawler ran (robots.txt included)
+    min_gap_ms: float = float("nan")  # smallest gap between two requests to one host, nginx's log
+    hosts_too_close: int = 0  # hosts that saw two requests closer than the politeness delay
     completed: bool = False  # False: stopped at the time limit, the figures are a partial rate
     window: tuple[float, float] = (0.0, 0.0)  # epoch seconds of wall_s, for the Dagster event log
     load_before: str = ""
     load_after: str = ""
     notes: list[str] = field(default_factory=list)
     workdir: Path | None = None
+
+    def politeness(self, site: ServedSite, offset: int, delay_ms: int) -> None:
+        """From nginx's log since `offset`: each host's smallest gap between two page requests."""
+        if site.nginx is None:
+            return
+        gaps = site.nginx.min_gaps_ms(offset)
+        if gaps:
+            self.min_gap_ms = min(gaps.values())
+            # nginx logs arrival to the millisecond: a gap 1 ms short of the delay is the clock's
+            self.hosts_too_close = sum(1 for gap in gaps.values() if gap < delay_ms - 1)
 
     @property
     def exactly_once(self) -> bool:
@@ -166,6 +178,7 @@ def crawl_with_platform(site: ServedSite, workdir: Path, mode: str, batch_size: 
     result.check(collections.Counter(canonicalize(r[0]) for r in rows), site.expected)
     if site.nginx:
         result.requests_served = len(site.nginx.requests_since(offset))
+    result.politeness(site, offset, host_delay_ms)
     return result
 
 
@@ -174,7 +187,7 @@ def _engine(result: CrawlResult, measured: _Measured, env: dict[str, str], site:
     with (workdir / "engine.log").open("wb") as log:
         measured.window.start()
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, __file__, "engine", site.seed], env=env, cwd=REPO,
+        proc = subprocess.Popen([sys.executable, __file__, "engine", *site.seed_urls], env=env, cwd=REPO,
                                 stdout=log, stderr=subprocess.STDOUT)
         try:
             result.first_page_s = first_row_while_running(store, started, proc, min(300.0, timeout_s))
@@ -209,7 +222,7 @@ def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site
         with (workdir / "cli.log").open("wb") as log:
             measured.window.start()
             started, started_wall = time.monotonic(), time.time()
-            argv = [sys.executable, "-m", "crawl_platform.cli.main", "crawl", site.seed, "--crawl-id", CRAWL_ID,
+            argv = [sys.executable, "-m", "crawl_platform.cli.main", "crawl", *site.seed_urls, "--crawl-id", CRAWL_ID,
                     "--max-pages", str(10**7), "--max-depth", "100", "--wait", "--timeout", str(int(timeout_s))]
             proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
             try:
@@ -230,14 +243,16 @@ def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site
         dagster.stop()
 
 
-def crawl_with_scrapy(site: ServedSite, workdir: Path, concurrency: int, timeout_s: float) -> CrawlResult:
+def crawl_with_scrapy(site: ServedSite, workdir: Path, concurrency: int, timeout_s: float,
+                      delay_ms: int = 0) -> CrawlResult:
     workdir.mkdir(parents=True)
     result = CrawlResult(f"Scrapy (per-host concurrency {concurrency})", len(site.expected), workdir=workdir)
     exclude = {site.nginx.pid} if site.nginx and site.nginx.pid else set()
     offset = site.nginx.log_offset() if site.nginx else 0
     urls, stats_file = workdir / "urls.txt", workdir / "stats.json"
-    argv = [sys.executable, str(HERE / "scrapy_spider.py"), "--start", site.seed, "--out", str(urls),
-            "--stats", str(stats_file), "--concurrency", str(concurrency), "--timeout", str(int(timeout_s))]
+    argv = [sys.executable, str(HERE / "scrapy_spider.py"), "--start", *site.seed_urls, "--out", str(urls),
+            "--stats", str(stats_file), "--concurrency", str(concurrency), "--timeout", str(int(timeout_s)),
+            "--delay", str(delay_ms / 1000)]
     with _Measured(result, exclude) as measured, (workdir / "scrapy.log").open("wb") as log:
         measured.window.start()
         started, started_wall = time.monotonic(), time.time()
@@ -252,14 +267,15 @@ def crawl_with_scrapy(site: ServedSite, workdir: Path, concurrency: int, timeout
         result.first_page_s = float(stats["first_page_at"]) - started_wall
     lines = urls.read_text().split() if urls.exists() else []
     result.check(collections.Counter(canonicalize(u) for u in lines), site.expected)
-    if result.duplicates == [site.seed]:
-        result.notes.append("Scrapy fetched the start URL twice: start requests bypass its duplicate filter")
+    if result.duplicates and set(result.duplicates) <= set(site.seed_urls):
+        result.notes.append("Scrapy fetched start URLs twice: start requests bypass its duplicate filter")
     if site.nginx:
         result.requests_served = len(site.nginx.requests_since(offset))
+    result.politeness(site, offset, delay_ms)
     return result
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "engine":
-        sys.exit("usage: crawlers.py engine SEED_URL   (settings from the environment)")
-    run_engine(Settings(), [sys.argv[2]])
+    if len(sys.argv) < 3 or sys.argv[1] != "engine":
+        sys.exit("usage: crawlers.py engine SEED_URL...   (settings from the environment)")
+    run_engine(Settings(), sys.argv[2:])

@@ -4,8 +4,9 @@ It obeys robots.txt, stays on the seed's host, follows every link (Scrapy's dupl
 URLs it has seen), and has no item pipeline: each response's URL is written to `--out`, one per
 line, so the benchmark can check that every page was fetched exactly once. `--stats` receives
 Scrapy's own stats plus the wall-clock time of the first page, as JSON. Per-host concurrency is
-`--concurrency` (the platform fetches a host with one worker, so the fair setting is 1) and there
-is no download delay, as for the platform. `--timeout` closes the spider, so the run always ends.
+`--concurrency` (the platform fetches a host with one worker, so the fair setting is 1) and the
+delay between two requests to a host is `--delay` (none by default). Several `--start` URLs, one
+per host, make a broad crawl. `--timeout` closes the spider, so the run always ends.
 
     .venv/bin/python benchmarks/scrapy_spider.py --start http://127.0.0.1:PORT/ --out urls.txt
 """
@@ -31,9 +32,9 @@ class FollowAllSpider(CrawlSpider):
     name = "follow_all"
     rules = (Rule(LinkExtractor(), callback="record", follow=True),)
 
-    def __init__(self, start: str, out: IO[str], **kwargs: Any) -> None:
-        self.start_urls = [start]
-        self.allowed_domains = [urlsplit(start).hostname or ""]
+    def __init__(self, start: list[str], out: IO[str], **kwargs: Any) -> None:
+        self.start_urls = start
+        self.allowed_domains = sorted({urlsplit(url).hostname or "" for url in start})
         self.out = out
         self.first_page_at: float | None = None
         self.pages = 0
@@ -52,22 +53,26 @@ class FollowAllSpider(CrawlSpider):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--start", required=True)
+    parser.add_argument("--start", required=True, nargs="+", help="start URLs, one per host")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--stats", type=Path)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=1800)
+    parser.add_argument("--delay", type=float, default=0.0,
+                        help="DOWNLOAD_DELAY in seconds between two requests to one host (0)")
     args = parser.parse_args()
-    if urlsplit(args.start).hostname not in ("127.0.0.1", "localhost"):
+    if any(not (urlsplit(url).hostname or "").startswith("127.") for url in args.start):
         parser.error("the benchmark crawls loopback sites only")
 
     process = CrawlerProcess(settings={
         "ROBOTSTXT_OBEY": True,
         "USER_AGENT": USER_AGENT,
-        "CONCURRENT_REQUESTS": max(16, args.concurrency),
+        # Never the global limit: every host may have its requests in flight at once.
+        "CONCURRENT_REQUESTS": max(16, args.concurrency * len(args.start)),
         "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency,
         "CONCURRENT_REQUESTS_PER_IP": 0,
-        "DOWNLOAD_DELAY": 0,
+        "DOWNLOAD_DELAY": args.delay,
+        "RANDOMIZE_DOWNLOAD_DELAY": False,  # the delay exactly, as the platform keeps it
         "AUTOTHROTTLE_ENABLED": False,
         "CLOSESPIDER_TIMEOUT": args.timeout,
         "LOG_LEVEL": "WARNING",

@@ -10,12 +10,19 @@ foreground process on 127.0.0.1:<free port> (config, pid, logs and temp files in
 so the server is never the bottleneck; `measure_server_rate` shows its requests/s with a short,
 bounded `wrk` run. When nginx is not installed, `serve_site` falls back to the project's
 `crawl_platform.cli.demo_site` server (a DemoSite with as many pages and links), and says so.
+
+`serve_hosts(hosts, pages_per_host)` is the polite broad crawl's target: one generated site served
+by one nginx on as many loopback addresses (127.0.1.1, 127.0.1.2, ... 127.0.2.250: distinct
+hostnames, as Scrapy keys its per-host slots on the hostname), each address a host of its own with
+its own robots.txt; `NginxServer.min_gaps_ms` reads each host's smallest gap between two requests
+from nginx's own log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import html
+import itertools
 import os
 import pwd
 import random
@@ -28,7 +35,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
@@ -169,10 +176,11 @@ def free_port() -> int:
 class NginxServer:
     """nginx in the foreground (`daemon off`) on 127.0.0.1:<port>, as `nobody` when we are root."""
 
-    def __init__(self, root: Path, runtime: Path, port: int | None = None, workers: int = 1) -> None:
+    def __init__(self, root: Path, runtime: Path, port: int | None = None, workers: int = 1,
+                 addresses: tuple[str, ...] = ("127.0.0.1",)) -> None:
         self.root, self.runtime, self.port = root, runtime, port or free_port()
-        self.workers = workers
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.workers, self.addresses = workers, addresses
+        self.base_url = f"http://{addresses[0]}:{self.port}"
         self.access_log = runtime / "access.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -181,8 +189,9 @@ class NginxServer:
         self.runtime.mkdir(parents=True, exist_ok=True)
         conf = self.runtime / "nginx.conf"
         text = NGINX_TEMPLATE.read_text()
+        listen = "\n".join(f"        listen {address}:{self.port};" for address in self.addresses)
         for key, value in {"workers": self.workers, "runtime": self.runtime, "root": self.root,
-                           "port": self.port, "access_log": self.access_log}.items():
+                           "listen": listen, "access_log": self.access_log}.items():
             text = text.replace(f"@{key}@", str(value))
         conf.write_text(text)
         user: str | None = None
@@ -203,7 +212,7 @@ class NginxServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"nginx exited: {(self.runtime / 'error.log').read_text()[-2000:]}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+            with contextlib.suppress(OSError), socket.create_connection((self.addresses[-1], self.port), 0.2):
                 return self
             time.sleep(0.05)
         self.stop()
@@ -223,6 +232,27 @@ class NginxServer:
         with self.access_log.open("rb") as f:
             f.seek(offset)
             return [line.split(b'"')[1].decode(errors="replace") for line in f if line.count(b'"') >= 2]
+
+    def min_gaps_ms(self, offset: int, skip: str = "/robots.txt") -> dict[str, float]:
+        """Per address (host), the smallest gap in ms between the arrivals of two requests logged
+        since `offset`, requests for `skip` left out (a crawler reads robots.txt first, politely or
+        not); hosts asked once are left out."""
+        arrivals: dict[str, list[float]] = {}
+        if self.access_log.exists():
+            with self.access_log.open("rb") as f:
+                f.seek(offset)
+                for line in f:
+                    fields = line.split(b'"')
+                    if len(fields) < 5 or fields[1].split(b" ")[1:2] == [skip.encode()]:
+                        continue
+                    msec, address = fields[-1].split()
+                    arrivals.setdefault(address.decode(), []).append(float(msec) - float(line.split(b" ", 1)[0]))
+        gaps = {}
+        for address, times in arrivals.items():
+            times.sort()
+            if len(times) > 1:
+                gaps[address] = 1000 * min(b - a for a, b in itertools.pairwise(times))
+        return gaps
 
     def stop(self) -> None:
         if self.proc is None:
@@ -246,10 +276,15 @@ class ServedSite:
     server_kind: str  # "nginx" or "demo_site (fallback)"
     nginx: NginxServer | None
     bytes_on_disk: int = 0
+    seeds: list[str] = field(default_factory=list)  # one per host; [seed] when empty
 
     @property
     def seed(self) -> str:
         return self.base_url + "/"
+
+    @property
+    def seed_urls(self) -> list[str]:
+        return self.seeds or [self.seed]
 
 
 @contextlib.contextmanager
@@ -269,6 +304,33 @@ def serve_site(n_pages: int, workdir: Path, seed: int = 1) -> Iterator[ServedSit
     with SiteServer(demo) as fallback:
         expected = demo.expected_urls(fallback.base_url)
         yield ServedSite(fallback.base_url, expected, "demo_site (fallback: no nginx)", None)
+
+
+def host_addresses(hosts: int) -> tuple[str, ...]:
+    """`hosts` distinct loopback addresses: 127.0.1.1 ... 127.0.1.250, 127.0.2.1, ..."""
+    if not 1 <= hosts <= 250 * 254:
+        raise ValueError("between 1 and 63,500 hosts")
+    return tuple(f"127.0.{1 + i // 250}.{1 + i % 250}" for i in range(hosts))
+
+
+@contextlib.contextmanager
+def serve_hosts(hosts: int, pages_per_host: int, workdir: Path, seed: int = 1) -> Iterator[ServedSite]:
+    """The many-host site: one generated site of `pages_per_host` articles (plus its home page)
+    served by nginx on `hosts` loopback addresses, each a host of its own. Needs nginx."""
+    if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
+        raise RuntimeError("the many-host site needs nginx (apt-get install nginx-light)")
+    site = StaticSite(pages_per_host, seed)
+    root = workdir / "site"
+    written = site.write(root)
+    addresses = host_addresses(hosts)
+    server = NginxServer(root, workdir / "nginx", addresses=addresses).start()
+    try:
+        bases = [f"http://{address}:{server.port}" for address in addresses]
+        expected = set().union(*(site.expected_urls(base) for base in bases))
+        yield ServedSite(server.base_url, expected, f"nginx on {hosts} loopback hosts", server, written,
+                         seeds=[base + "/" for base in bases])
+    finally:
+        server.stop()
 
 
 def measure_server_rate(url: str, seconds: int = 3) -> dict[str, float]:
