@@ -21,8 +21,9 @@ run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 # slowest first. Not --dist loadgroup: with pytest 9.2 it silently stops grouping (pytest-xdist #1386).
 # Two, one per core: the e2e tests are CPU-bound (every Dagster run starts a fresh Python process).
 # Tests marked `timing` measure wall-clock gaps with a few ms of slack: they run alone afterwards.
-# The e2e tests run one at a time: each Dagster stack keeps about a core busy (run start-up), and
-# two on this 2-core machine were not shown to keep inside their timeouts.
+# The e2e tests run one at a time: each Dagster stack keeps about a core busy (run start-up). On
+# this 2-core machine they need about 1,730 CPU seconds; on 2 xdist workers they took 26 minutes
+# and 4 hit their timeouts, against 24 minutes and none one at a time (2026-12-01).
 TEST_WORKERS ?= 2
 
 test: $(STAMP)  ## set up, then run the whole test suite (and the linters)
