@@ -21,14 +21,13 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import TABLES, CrawlStore, LakeLocation
+from crawl_platform.store.database import TABLES, CrawlStore, LakeLocation, current_snapshot
 from crawl_platform.store.transfer import (
     Source,
     TableFingerprint,
     TransferFailedError,
     TransferRefusedError,
     copy_tables,
-    current_snapshot,
     one_line,
     refuse_unless_empty,
     write_transaction,

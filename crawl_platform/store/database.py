@@ -123,14 +123,9 @@ class CrawlStore:
         with self._write_lock, self._lake_write_lock():
             con = self._cursor(instance)
             try:
-                con.execute("BEGIN TRANSACTION")
-                try:
+                with transaction(con):
                     yield con
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-                con.execute("COMMIT")
-                self._last.snapshot_id = self._current_snapshot(con)
+                self._last.snapshot_id = current_snapshot(con, self.alias)
             finally:
                 con.close()
 
@@ -177,7 +172,7 @@ class CrawlStore:
     def snapshot_id(self) -> int:
         """The lake's latest snapshot."""
         with self.read() as con:
-            return self._current_snapshot(con)
+            return current_snapshot(con, self.alias)
 
     def lake_write_lock(self) -> contextlib.AbstractContextManager[None]:
         """The lake-wide write lock alone, for a writer on a DuckDB connection of its own
@@ -198,10 +193,6 @@ class CrawlStore:
         con.execute(f"USE {self.alias}")
         con.execute("SET enable_progress_bar = false")  # a long query must not draw on the caller's stdout
         return con
-
-    def _current_snapshot(self, con: duckdb.DuckDBPyConnection) -> int:
-        row = con.execute(f"SELECT id FROM {self.alias}.current_snapshot()").fetchone()
-        return int(row[0]) if row else 0
 
     def _instance(self) -> duckdb.DuckDBPyConnection:
         with self._open_lock:
@@ -283,6 +274,24 @@ class CrawlStore:
         else:
             with _advisory_lock(self.location.catalog.split(":", 1)[1], deadline, self.write_timeout_s):
                 yield
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction on ``con``: committed when the block ends, rolled back when it raises."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def current_snapshot(con: duckdb.DuckDBPyConnection, alias: str) -> int:
+    """The latest snapshot of the lake attached as ``alias`` (0 for none)."""
+    row = con.execute(f"SELECT id FROM {alias}.current_snapshot()").fetchone()
+    return int(row[0]) if row else 0
 
 
 TABLES = ("crawls", "frontier", "pages", "documents", "links", "batch_items", "hosts")

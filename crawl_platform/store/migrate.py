@@ -16,13 +16,12 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import TABLES, CrawlStore, StoreUnavailableError
+from crawl_platform.store.database import TABLES, CrawlStore, StoreUnavailableError, current_snapshot
 from crawl_platform.store.transfer import (
     Source,
     TableFingerprint,
     TransferRefusedError,
     copy_tables,
-    current_snapshot,
     one_line,
     refuse_unless_empty,
     write_transaction,

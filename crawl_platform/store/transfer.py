@@ -19,7 +19,13 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import TABLES, CrawlStore, LakeLocation, StoreUnavailableError
+from crawl_platform.store.database import (
+    TABLES,
+    CrawlStore,
+    LakeLocation,
+    StoreUnavailableError,
+    transaction,
+)
 from crawl_platform.store.extensions import load_extensions
 
 
@@ -199,18 +205,7 @@ def write_transaction(target: CrawlStore, source: Source) -> Iterator[duckdb.Duc
             except duckdb.Error as err:
                 raise StoreUnavailableError(f"cannot open {what}: {one_line(err)}") from None
         con.execute("USE target")
-        with target.lake_write_lock():
-            con.execute("BEGIN TRANSACTION")
-            try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
+        with target.lake_write_lock(), transaction(con):
+            yield con
     finally:
         con.close()
-
-
-def current_snapshot(con: duckdb.DuckDBPyConnection, alias: str) -> int:
-    row = con.execute(f"SELECT id FROM {alias}.current_snapshot()").fetchone()
-    return int(row[0]) if row else 0
