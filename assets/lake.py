@@ -31,7 +31,7 @@ from dagster import (
 from pydantic import Field
 
 from crawl_platform.store.backup import backup_lake
-from crawl_platform.store.database import StoreBusyError, StoreUnavailableError
+from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.maintenance import READER_GRACE, maintain_lake
 from crawl_platform.store.transfer import TransferFailedError, TransferRefusedError
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL

@@ -30,7 +30,8 @@ from crawl_platform.config import Settings
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, submit_crawl
 from crawl_platform.store.console import QueryError
-from crawl_platform.store.database import CrawlStore, StoreBusyError, StoreUnavailableError
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import ExtensionError
 from crawl_platform.store.transfer import TransferFailedError, TransferRefusedError
 from crawl_platform.urls import InvalidURLError

@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from crawl_platform.store.database import LAKE, CrawlStore, StoreBusyError, StoreUnavailableError
+from crawl_platform.store.database import LAKE, CrawlStore
+from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.transfer import connect, one_line
 
 PROMPT = "lake> "

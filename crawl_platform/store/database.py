@@ -17,7 +17,6 @@ its own cursor. The SQL of the crawl itself lives in :mod:`crawl_platform.store.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import itertools
 import sqlite3
 import threading
@@ -32,18 +31,12 @@ from typing import Any
 import duckdb
 
 from crawl_platform.config import Settings
+from crawl_platform.store.errors import StoreUnavailableError
+from crawl_platform.store.errors import one_line as _one_line
 from crawl_platform.store.extensions import load_extensions
+from crawl_platform.store.locks import advisory_lock, file_lock
 
 LAKE = "lake"  # the name a client attaches the lake under (README, `crawl-platform sql`)
-
-
-class StoreBusyError(RuntimeError):
-    """Another writer held the lake's write lock for longer than the timeout."""
-
-
-class StoreUnavailableError(RuntimeError):
-    """The lake cannot be opened (missing or corrupt catalog, unreachable PostgreSQL, unwritable
-    data path); ``str(err)`` is one line saying which and what to do. Nothing landed is touched."""
 
 
 @dataclass(frozen=True)
@@ -269,10 +262,10 @@ class CrawlStore:
                 sqlite_path.parent.mkdir(parents=True, exist_ok=True)  # the lock sits next to the catalog
             except OSError as err:
                 raise StoreUnavailableError(f"the lake catalog {sqlite_path} cannot be opened: {err}") from None
-            with _flock(sqlite_path.with_name(sqlite_path.name + ".write.lock"), deadline, self.write_timeout_s):
+            with file_lock(sqlite_path.with_name(sqlite_path.name + ".write.lock"), deadline, self.write_timeout_s):
                 yield
         else:
-            with _advisory_lock(self.location.catalog.split(":", 1)[1], deadline, self.write_timeout_s):
+            with advisory_lock(self.location.catalog.split(":", 1)[1], deadline, self.write_timeout_s):
                 yield
 
 
@@ -330,10 +323,6 @@ def _engine(catalog_kind: str) -> duckdb.DuckDBPyConnection:
 
 _SHARED: dict[LakeLocation, CrawlStore] = {}
 _SHARED_LOCK = threading.Lock()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _writable(path: Path) -> bool:
@@ -396,57 +385,5 @@ def _postgres_catalog_ready(catalog: str) -> bool:
             cur.execute("SELECT to_regclass(%s) IS NOT NULL", [_CATALOG_TABLE])
             row = cur.fetchone()
         return bool(row and row[0])
-    finally:
-        conn.close()
-
-
-@contextmanager
-def _flock(path: Path, deadline: float, timeout_s: float) -> Iterator[None]:
-    with open(path, "a+") as handle:
-        pause = 0.005
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise StoreBusyError(f"another writer held the lake for {timeout_s:.0f}s") from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.1)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-_ADVISORY_KEY = 0x63726177  # "craw": the lake-wide write lock in the PostgreSQL catalog database
-
-
-@contextmanager
-def _advisory_lock(dsn: str, deadline: float, timeout_s: float) -> Iterator[None]:
-    import psycopg2  # noqa: PLC0415 - only a PostgreSQL catalog needs it
-
-    try:
-        conn = psycopg2.connect(dsn, connect_timeout=10)
-    except psycopg2.Error as err:
-        raise StoreUnavailableError(_one_line(f"cannot reach the lake catalog on PostgreSQL: {err}")) from None
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            pause = 0.005
-            while True:
-                cur.execute("SELECT pg_try_advisory_lock(%s)", [_ADVISORY_KEY])
-                row = cur.fetchone()
-                if row and row[0]:
-                    break
-                if time.monotonic() > deadline:
-                    raise StoreBusyError(f"another writer held the lake for {timeout_s:.0f}s")
-                time.sleep(pause)
-                pause = min(pause * 2, 0.1)
-            try:
-                yield
-            finally:
-                with contextlib.suppress(psycopg2.Error):
-                    cur.execute("SELECT pg_advisory_unlock(%s)", [_ADVISORY_KEY])
     finally:
         conn.close()

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import TABLES, CrawlStore, StoreUnavailableError, current_snapshot
+from crawl_platform.store.database import TABLES, CrawlStore, current_snapshot
+from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.transfer import (
     Source,
     TableFingerprint,

@@ -23,9 +23,9 @@ from crawl_platform.store.database import (
     TABLES,
     CrawlStore,
     LakeLocation,
-    StoreUnavailableError,
     transaction,
 )
+from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
 
 

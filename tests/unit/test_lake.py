@@ -22,9 +22,8 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.store.database import (
     CrawlStore,
     LakeLocation,
-    StoreBusyError,
-    StoreUnavailableError,
 )
+from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.landing import LandedBatch
 from tests.conftest import lake_catalog
