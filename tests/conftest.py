@@ -58,12 +58,18 @@ def settings(broker: EmbeddedBroker, store_settings: Settings) -> Settings:
                                              "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG})
 
 
-@pytest.fixture
-def crawl_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """Export ``settings`` to the environment, as the Dagster resources read it at run time."""
+def export_settings(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Put ``settings`` in the environment (undone after the test), as a process started with
+    them would read them; returns them."""
     for name, value in settings.to_env().items():
         monkeypatch.setenv(name, value)
     return settings
+
+
+@pytest.fixture
+def crawl_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Export ``settings`` to the environment, as the Dagster resources read it at run time."""
+    return export_settings(settings, monkeypatch)
 
 
 @pytest.fixture

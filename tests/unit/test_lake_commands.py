@@ -32,7 +32,7 @@ from crawl_platform.store.database import TABLES, CrawlStore, LakeLocation
 from crawl_platform.store.landing import LandedBatch, land_batch
 from crawl_platform.store.transfer import TableFingerprint, table_fingerprints
 from crawl_platform_dagster.cli import main
-from tests.conftest import lake_catalog
+from tests.conftest import export_settings, lake_catalog
 from tests.unit.crawl_rows import crawl_request, fetch_result, page_html
 
 SITE = "http://site.example"
@@ -41,9 +41,7 @@ SITE = "http://site.example"
 @pytest.fixture
 def lake_env(store_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """The test's settings exported, as the command line reads them."""
-    for name, value in store_settings.to_env().items():
-        monkeypatch.setenv(name, value)
-    return store_settings
+    return export_settings(store_settings, monkeypatch)
 
 
 @pytest.fixture
