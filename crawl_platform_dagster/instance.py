@@ -35,7 +35,12 @@ def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurr
     path = home / "dagster.yaml"
     path.write_text(
         f"""# Written by crawl-platform; edit freely, it is not overwritten.
-{storage}run_coordinator:
+{storage}# Each run is a fork of a warm process that already imported Dagster and the definitions
+# (crawl_platform_dagster/launcher.py): no interpreter start or imports per run.
+run_launcher:
+  module: crawl_platform_dagster.launcher
+  class: ForkRunLauncher
+run_coordinator:
   module: dagster._core.run_coordinator
   class: QueuedRunCoordinator
   config:
