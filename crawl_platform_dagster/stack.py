@@ -90,9 +90,10 @@ class DagsterProcesses:
                     os.kill(pid, signal.SIGKILL)
 
 
-# Code servers, run workers and their helpers; not Celery workers, which may serve other stacks.
-_INSTANCE_COMMANDS = (b"dagster\0api\0grpc", b"multiprocessing.spawn", b"multiprocessing.resource_tracker",
-                      b"watch_orphans.py")
+# Code servers, run workers (the fork server of crawl_platform_dagster/launcher.py and its forked
+# runs) and their helpers; not Celery workers, which may serve other stacks.
+_INSTANCE_COMMANDS = (b"dagster\0api\0grpc", b"multiprocessing.spawn", b"multiprocessing.forkserver",
+                      b"multiprocessing.resource_tracker", b"watch_orphans.py")
 
 
 def instance_processes(dagster_home: str, commands: tuple[bytes, ...] = _INSTANCE_COMMANDS) -> list[int]:

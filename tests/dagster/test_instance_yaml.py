@@ -23,6 +23,7 @@ def test_written_instance_limits_one_run_per_partition_and_one_duckdb_writer(tmp
         assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
         assert instance.run_retries_enabled
         assert instance.run_monitoring_start_timeout_seconds == 60
+        assert type(instance.run_launcher).__name__ == "ForkRunLauncher"  # runs forked from a warm process
         coordinator = instance.run_coordinator
         assert coordinator.dequeue_use_threads  # queued runs are launched side by side
         assert coordinator.dequeue_num_workers == 4
@@ -38,3 +39,4 @@ def test_shipped_scale_out_instance_config_is_valid(tmp_path, monkeypatch):
     assert [item["key"] for item in limits] == [f"crawl/frontier_p{p}" for p in range(8)]
     assert config["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
     assert config["run_coordinator"]["config"]["dequeue_use_threads"] is True
+    assert config["run_launcher"]["class"] == "ForkRunLauncher"

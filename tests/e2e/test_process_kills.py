@@ -1,26 +1,27 @@
 """kill -9 of a run worker in the middle of a batch, and of the Dagster daemon: after the daemon
-is started again, run monitoring fails the orphaned run at its timeout, run retries execute the
-batch again, and the crawl completes with every page landed exactly once."""
+is started again, run monitoring finds the orphaned run's process gone and fails the run, run
+retries execute the batch again, and the crawl completes with every page landed exactly once."""
 
 import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from crawl_platform.store.database import CrawlStore
-from crawl_platform_dagster.stack import DagsterProcesses, instance_processes
+from crawl_platform_dagster.launcher import PID_TAG
+from crawl_platform_dagster.stack import DagsterProcesses
 from tests.e2e.conftest import CRAWL_PLATFORM, REPO, Sites, assert_landed_exactly_once
 
 pytestmark = pytest.mark.e2e(seconds=230)
 
 
-def _run_workers(dagster_home: Path) -> list[int]:
-    """PIDs of run-worker processes of this instance: the code server starts each run in a
-    `multiprocessing` spawn child."""
-    return instance_processes(str(dagster_home), commands=(b"multiprocessing.spawn import spawn_main",))
+def _run_workers(instance: DagsterInstance) -> list[int]:
+    """PIDs of the processes of the instance's started runs, which the run launcher records."""
+    runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
+    return [int(run.tags[PID_TAG]) for run in runs if PID_TAG in run.tags]
 
 
 def test_killed_run_worker_and_daemon_cost_time_not_pages(start_platform, tmp_path):
@@ -33,11 +34,12 @@ def test_killed_run_worker_and_daemon_cost_time_not_pages(start_platform, tmp_pa
                                   env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         victims: list[int] = []
-        while time.monotonic() < deadline and not victims:
-            landed = store.query("SELECT count(*) FROM pages")[0][0] if store.exists() else 0
-            if landed:  # a later batch is fetching now: kill its worker mid-batch
-                victims = _run_workers(settings.dagster_home.resolve())
-            time.sleep(0.2)
+        with DagsterInstance.from_config(str(settings.dagster_home)) as instance:
+            while time.monotonic() < deadline and not victims:
+                landed = store.query("SELECT count(*) FROM pages")[0][0] if store.exists() else 0
+                if landed:  # a later batch is fetching now: kill its worker mid-batch
+                    victims = _run_workers(instance)
+                time.sleep(0.2)
         assert victims, "no run worker was caught running"
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
