@@ -129,6 +129,19 @@ def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> S
     return settings.model_copy(update=update)
 
 
+def create_instance_storage(home: Path) -> None:
+    """Create (or migrate) the instance's storage here, once, before the daemon, the webserver
+    and the code servers start: on an embedded (SQLite) instance, several processes creating a
+    fresh DAGSTER_HOME at once can each stamp its schema version, and every later start then fails
+    with "Version table 'alembic_version' has more than one head present"."""
+    from dagster import DagsterInstance  # noqa: PLC0415 - the engine's commands do not import Dagster
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        # Creating the instance creates its run, event-log and schedule storage; use two of them.
+        instance.get_runs_count()
+        instance.all_instigator_state()
+
+
 def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int = 0) -> int:
     """Run everything in the foreground until Ctrl-C or SIGTERM; returns the exit code."""
     if port_open("127.0.0.1", port):
@@ -137,6 +150,7 @@ def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int =
     home = settings.dagster_home.resolve()
     if not (home / "dagster.yaml").exists():
         write_instance_yaml(home, partitions=settings.topic_partitions)
+    create_instance_storage(home)
     logs = home / "crawl-platform-logs"  # Dagster itself owns DAGSTER_HOME/logs
     logs.mkdir(parents=True, exist_ok=True)
     embedded = "kafka_bootstrap_servers" not in settings.model_fields_set

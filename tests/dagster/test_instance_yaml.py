@@ -1,12 +1,16 @@
 """The dagster.yaml files the platform writes and ships load in Dagster with the limits it relies on."""
 
 import shutil
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 from dagster import DagsterInstance
 from dagster._core.instance.config import dagster_instance_config
 
 from crawl_platform_dagster.instance import write_instance_yaml
+from crawl_platform_dagster.stack import create_instance_storage
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,3 +44,25 @@ def test_shipped_scale_out_instance_config_is_valid(tmp_path, monkeypatch):
     assert config["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
     assert config["run_coordinator"]["config"]["dequeue_use_threads"] is True
     assert config["run_launcher"]["class"] == "ForkRunLauncher"
+
+
+def test_the_embedded_instance_storage_is_created_once_before_the_processes_start(tmp_path):
+    """`up` creates the SQLite storage itself, so the daemon, webserver and code servers starting
+    together only open it (creating it from several processes at once can stamp its schema twice)."""
+    write_instance_yaml(tmp_path)
+    create_instance_storage(tmp_path)
+    schedules = tmp_path / "schedules" / "schedules.db"
+    assert schedules.exists()
+    assert (tmp_path / "history" / "runs.db").exists()
+    openers = [subprocess.Popen([sys.executable, "-c", OPEN_INSTANCE, str(tmp_path)]) for _ in range(3)]
+    assert [p.wait(120) for p in openers] == [0, 0, 0]
+    with sqlite3.connect(schedules) as db:
+        assert len(db.execute("SELECT version_num FROM alembic_version").fetchall()) == 1
+
+
+OPEN_INSTANCE = """import sys
+from dagster import DagsterInstance
+with DagsterInstance.from_config(sys.argv[1]) as instance:
+    instance.get_runs_count()
+    instance.all_instigator_state()
+"""
