@@ -14,6 +14,9 @@ with retention 0 (every snapshot but the latest expires) and times them once mor
 a few more batches, to compare a batch's landing time before and after maintenance:
 
     .venv/bin/python benchmarks/lake_maintenance.py --batches 500 --repeat 25
+
+``--read-every K`` also times the reads after every K batches, before any maintenance: how reads
+grow with an uncompacted lake (``--batches 100 --pages 1000 --read-every 10``: 10k to 100k pages).
 """
 
 import argparse
@@ -100,6 +103,8 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=3, help="links per page")
     parser.add_argument("--repeat", type=int, default=15, help="runs per timed read")
     parser.add_argument("--expand", action="store_true", help="grow the frontier after each batch, as a run does")
+    parser.add_argument("--read-every", type=int, default=0,
+                        help="also time the reads after every this many batches, before any maintenance")
     args = parser.parse_args()
 
     store = CrawlStore.from_settings(Settings(lake_path=Path(tempfile.mkdtemp(prefix="lake-maint-")) / "lake"))
@@ -110,13 +115,22 @@ def main() -> None:
     frontier.register(build_crawl_request([page_url(0)], crawl_id=CRAWL, max_pages=10_000_000,
                                           max_depth=args.batches + TAIL + 1))
     print(f"landing {args.batches} batches of {args.pages} pages into {store.location.data_path}", flush=True)
-    taken = crawl(store, frontier, range(args.batches), args.pages, args.links, args.expand)
+    heads = " ".join(f"{name.replace('_', ' '):>{width}}" for name, width in TIMED)
+    step = args.read_every or args.batches
+    taken: list[float] = []
+    for start in range(0, args.batches, step):
+        done = min(start + step, args.batches)
+        taken += crawl(store, frontier, range(start, done), args.pages, args.links, args.expand)
+        if args.read_every:
+            if start == 0:
+                print(f"{'':<22} {'files':>7} {'current':>8} {'MB':>8} {'snapshots':>9} {heads}", flush=True)
+            print(row(f"{done * args.pages:,} pages", measure_lake(store), reads(store, done, args.pages, args.repeat)),
+                  flush=True)
     rows_before = store.query("SELECT count(*) FROM pages")[0][0]
     first, last = statistics.median(taken[:TAIL]) * 1000, statistics.median(taken[-TAIL:]) * 1000
     print(f"landed {rows_before} pages in {sum(taken):.0f}s; a batch took {first:.0f} ms at first "
           f"and {last:.0f} ms at the end (medians of {TAIL})\n")
 
-    heads = " ".join(f"{name.replace('_', ' '):>{width}}" for name, width in TIMED)
     print(f"{'':<22} {'files':>7} {'current':>8} {'MB':>8} {'snapshots':>9} {heads}", flush=True)
     print(row("before", measure_lake(store), reads(store, args.batches, args.pages, args.repeat)), flush=True)
     compacted = maintain_lake(store, timedelta(days=Settings().lake_retention_days), reader_grace=timedelta(0))

@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -83,6 +84,7 @@ class ForkRunLauncher(RunLauncher, ConfigurableClass):
         # Each forked run's process handle and its event, kept until it ends: the event's
         # semaphore goes away with the last reference, maybe before the child has read it.
         self._children: dict[str, tuple[Any, Any]] = {}
+        self._lock = threading.Lock()  # the daemon launches queued runs from several threads
         super().__init__()  # type: ignore[no-untyped-call]
 
     @property
@@ -110,15 +112,16 @@ class ForkRunLauncher(RunLauncher, ConfigurableClass):
         check.inst_param(run, "run", DagsterRun)
         args = ExecuteRunArgs(job_origin=check.not_none(run.job_code_origin), run_id=run.run_id,
                               instance_ref=self._instance.get_ref(), set_exit_code_on_failure=None)
-        for run_id, (child, _event) in list(self._children.items()):
-            if not child.is_alive():  # also reaps its handle
-                del self._children[run_id]
-        fork = self._fork_context()
-        tagged = fork.Event()
-        process = fork.Process(target=execute_run, args=(serialize_value(args), tagged),
-                               name=f"dagster-run-{run.run_id[:8]}")
-        process.start()
-        self._children[run.run_id] = (process, tagged)
+        with self._lock:
+            for run_id, (child, _event) in list(self._children.items()):
+                if not child.is_alive():  # also reaps its handle
+                    del self._children[run_id]
+            fork = self._fork_context()
+            tagged = fork.Event()
+            process = fork.Process(target=execute_run, args=(serialize_value(args), tagged),
+                                   name=f"dagster-run-{run.run_id[:8]}")
+            process.start()
+            self._children[run.run_id] = (process, tagged)
         try:
             self._instance.add_run_tags(run.run_id, {PID_TAG: str(process.pid), HOST_TAG: socket.gethostname()})
         finally:
