@@ -75,6 +75,8 @@ def main() -> int:
     parser.add_argument("--scrapy-timeout", type=float, default=900.0)
     parser.add_argument("--py-spy", action="store_true",
                         help="afterwards, crawl once more with the engine under py-spy and split its time by step")
+    parser.add_argument("--reader", action="store_true",
+                        help="also crawl with the platform while a notebook (a read-only DuckDB) holds the lake open")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (site, logs, DuckDB)")
     args = parser.parse_args()
@@ -109,6 +111,13 @@ def main() -> int:
                                              args.host_delay_ms, args.max_concurrent_runs, args.platform_timeout)
                 results.append(result)
                 _print_row(result)
+                if mode == "dagster" and args.reader:
+                    print("crawling with the platform (dagster) while a reader holds the lake ...", flush=True)
+                    held = crawl_with_platform(site, workdir / "platform-reader", mode, args.batch_size,
+                                               args.host_delay_ms, args.max_concurrent_runs, args.platform_timeout,
+                                               reader=True)
+                    results.append(held)
+                    _print_row(held)
                 if mode == "dagster" and result.workdir is not None:
                     try:
                         profiles[result.crawler] = profile_dagster_home(result.workdir / "dagster_home",
@@ -173,11 +182,12 @@ def _report(args: argparse.Namespace, results: list[CrawlResult], profiles: dict
           f"{os.cpu_count()} cores")
     head = ("crawler", "pages", "wall s", "pages/s", "CPU s", "CPU s incl. start-up", "CPU ms/page",
             "peak RSS MB (PSS)", "seed->1st page s", "exactly once", "requests",
-            "min gap per host ms (hosts too close)", "load avg before -> after")
+            "min gap per host ms (hosts too close)", "largest fetch gap s", "load avg before -> after")
     rows = [(r.crawler, f"{r.pages}/{r.expected}", f"{r.wall_s:.1f}", f"{r.pages_per_s:.1f}", f"{r.cpu_window_s:.1f}",
              f"{r.cpu_total_s:.1f}", f"{1000 * r.cpu_window_s / r.pages:.1f}" if r.pages else "-",
              f"{r.peak_rss_mb:.0f} ({r.peak_pss_mb:.0f})", f"{r.first_page_s:.1f}", _once(r), str(r.requests_served),
-             f"{r.min_gap_ms:.0f} ({r.hosts_too_close})", f"{r.load_before} -> {r.load_after}") for r in results]
+             f"{r.min_gap_ms:.0f} ({r.hosts_too_close})", f"{r.max_fetch_gap_s:.1f}",
+             f"{r.load_before} -> {r.load_after}") for r in results]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(row) + " |")

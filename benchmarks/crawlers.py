@@ -40,7 +40,7 @@ from crawl_platform.bus.broker import (
     EmbeddedBroker,
 )
 from crawl_platform.config import Settings
-from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.database import CrawlStore, LakeLocation
 from crawl_platform.urls import canonicalize
 from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.stack import DagsterProcesses
@@ -68,6 +68,9 @@ class CrawlResult:
     requests_served: int = 0  # what nginx logged while this crawler ran (robots.txt included)
     min_gap_ms: float = float("nan")  # smallest gap between two requests to one host, nginx's log
     hosts_too_close: int = 0  # hosts that saw two requests closer than the politeness delay
+    max_fetch_gap_s: float = float("nan")  # platform: largest gap between consecutive `pages.fetched_at`
+    reader_reads: int = 0  # with --reader: the notebook's one-second reading transactions ...
+    reader_errors: int = 0  # ... and how many of them failed
     completed: bool = False  # False: stopped at the time limit, the figures are a partial rate
     window: tuple[float, float] = (0.0, 0.0)  # epoch seconds of wall_s, for the Dagster event log
     load_before: str = ""
@@ -161,9 +164,10 @@ def wait_daemon_ready(log: Path, processes: DagsterProcesses, timeout_s: float) 
 
 
 def crawl_with_platform(site: ServedSite, workdir: Path, mode: str, batch_size: int, host_delay_ms: int,
-                        max_concurrent_runs: int, timeout_s: float) -> CrawlResult:
+                        max_concurrent_runs: int, timeout_s: float, reader: bool = False) -> CrawlResult:
     workdir.mkdir(parents=True)
-    result = CrawlResult(f"platform ({mode})", len(site.expected), workdir=workdir)
+    result = CrawlResult(f"platform ({mode}{', a reader holding the lake' if reader else ''})", len(site.expected),
+                         workdir=workdir)
     exclude = {site.nginx.pid} if site.nginx and site.nginx.pid else set()
     offset = site.nginx.log_offset() if site.nginx else 0
     with _Measured(result, exclude) as measured, EmbeddedBroker(port=0) as broker:
@@ -173,8 +177,12 @@ def crawl_with_platform(site: ServedSite, workdir: Path, mode: str, batch_size: 
         if mode == "engine":
             _engine(result, measured, env, site, store, workdir, timeout_s)
         else:
-            _dagster(result, measured, env, site, store, settings, workdir, max_concurrent_runs, timeout_s)
+            _dagster(result, measured, env, site, store, settings, workdir, max_concurrent_runs, timeout_s, reader)
         rows = store.query("SELECT url FROM pages") if store.exists() else []
+        if rows:  # the issue's measure of a stalled crawl: the longest time nothing was fetched
+            (gap,) = store.query("SELECT max(gap) FROM (SELECT epoch(fetched_at) - epoch(lag(fetched_at) "
+                                 "OVER (ORDER BY fetched_at)) AS gap FROM pages)")[0]
+            result.max_fetch_gap_s = float(gap or 0.0)
     result.check(collections.Counter(canonicalize(r[0]) for r in rows), site.expected)
     if site.nginx:
         result.requests_served = len(site.nginx.requests_since(offset))
@@ -209,8 +217,21 @@ def _finish(proc: subprocess.Popen[Any], result: CrawlResult, measured: _Measure
     result.cpu_window_s = measured.window.seconds
 
 
+def _lake_reader(settings: Settings, workdir: Path, exclude: set[int]) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """An analyst's notebook holding the lake open (tests/e2e/lake_reader.py, its own process, left
+    out of the crawler's CPU and memory): attached read-only, reading in one-second transactions."""
+    location = LakeLocation.from_settings(settings)
+    stop, out = workdir / "reader.stop", workdir / "reader.json"
+    log = (workdir / "reader.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "tests.e2e.lake_reader", str(location.sqlite_path),
+                             location.data_path, str(stop), str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    exclude.add(proc.pid)
+    return proc, stop, out
+
+
 def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site: ServedSite, store: CrawlStore,
-             settings: Settings, workdir: Path, max_concurrent_runs: int, timeout_s: float) -> None:
+             settings: Settings, workdir: Path, max_concurrent_runs: int, timeout_s: float,
+             reader: bool = False) -> None:
     write_instance_yaml(settings.dagster_home, max_concurrent_runs=max_concurrent_runs,
                         partitions=settings.topic_partitions)
     dagster = DagsterProcesses(env, workdir / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
@@ -219,6 +240,7 @@ def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site
         ready = wait_daemon_ready(workdir / "logs" / "daemon.log", dagster, DAEMON_READY_TIMEOUT_S)
         result.notes.append(f"daemon start-up until the first sensor evaluation: {ready:.1f} s")
         time.sleep(2.5)  # one more sensor interval, so the seeds sensor is surely ticking
+        notebook = _lake_reader(settings, workdir, measured.exclude) if reader else None
         with (workdir / "cli.log").open("wb") as log:
             measured.window.start()
             started, started_wall = time.monotonic(), time.time()
@@ -239,6 +261,14 @@ def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site
             result.completed = proc.returncode == 0
             if not result.completed:
                 result.notes.append(f"`crawl --wait` exited {proc.returncode} (time limit {timeout_s:.0f} s)")
+        if notebook is not None:
+            reader_proc, stop, out = notebook
+            stop.touch()
+            reader_proc.wait(120)
+            seen = json.loads(out.read_text()) if out.exists() else {"reads": [], "errors": ["no report"]}
+            result.reader_reads, result.reader_errors = len(seen["reads"]), len(seen["errors"])
+            result.notes.append(f"the reader held the lake through the crawl: {result.reader_reads} one-second "
+                                f"reads, {result.reader_errors} failed")
     finally:
         dagster.stop()
 

@@ -135,13 +135,15 @@ class CrawlScope:
     seed_hosts: frozenset[str]
     allow: tuple[re.Pattern[str], ...] = ()
     deny: tuple[re.Pattern[str], ...] = ()
+    seed_domains: frozenset[str] = frozenset()  # registered domains of the seed hosts ("domain" scope)
 
     @classmethod
     def for_seeds(cls, scope: Scope, seeds: list[str], allow: Sequence[str] = (),
                   deny: Sequence[str] = ()) -> CrawlScope:
         """Raises re.error for a pattern that does not compile."""
-        return cls(scope, frozenset(host_of(s) for s in seeds),
-                   tuple(re.compile(p) for p in allow), tuple(re.compile(p) for p in deny))
+        hosts = frozenset(host_of(s) for s in seeds)
+        return cls(scope, hosts, tuple(re.compile(p) for p in allow), tuple(re.compile(p) for p in deny),
+                   frozenset(registered_domain(h) for h in hosts) if scope == "domain" else frozenset())
 
     @classmethod
     def from_row(cls, scope: str, seeds: Sequence[str], allow: Sequence[str] | None,
@@ -172,5 +174,4 @@ class CrawlScope:
         host = host_of(url)
         if self.scope == "host":
             return host in self.seed_hosts
-        domain = registered_domain(host)
-        return any(registered_domain(seed) == domain for seed in self.seed_hosts)
+        return registered_domain(host) in self.seed_domains

@@ -92,9 +92,12 @@ class Admission:
     def expand(self, batch_id: str) -> Admitted:
         """Admit the in-scope links of a landed batch and close its items, in one transaction."""
         with self.store.write() as con:
+            # Each distinct (crawl, link target) once, at its shallowest: a batch's pages link the
+            # same targets over and over (a site's navigation), and a crawl's scope (its seeds, maybe
+            # thousands) is read once per crawl, not once per link.
             rows = con.execute(
                 f"""
-                SELECT b.crawl_id, b.depth + 1, k.dst_url, c.scope, c.seeds, c.allow_patterns, c.deny_patterns
+                SELECT b.crawl_id, k.dst_url, min(b.depth) + 1
                 FROM batch_items b
                 JOIN crawls c USING (crawl_id)
                 JOIN (SELECT url, max(version) AS v FROM pages
@@ -102,17 +105,18 @@ class Admission:
                   ON p.url = b.url
                 JOIN links k ON k.src_url = b.url AND k.src_version = p.v
                 WHERE b.batch_id = $1 AND b.outcome IN {sql_list(LINK_OUTCOMES)} AND b.depth + 1 <= c.max_depth
+                GROUP BY b.crawl_id, k.dst_url
                 """,
                 [batch_id],
             ).fetchall()
-            scopes: dict[str, CrawlScope] = {}
-            candidates: list[tuple[str, str, int]] = []
-            for crawl_id, depth, url, scope, seeds, allow, deny in rows:
-                crawl_scope = scopes.get(crawl_id)
-                if crawl_scope is None:
-                    crawl_scope = scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny)
-                if crawl_scope.admits(url):
-                    candidates.append((crawl_id, url, depth))
+            scopes = {
+                crawl_id: CrawlScope.from_row(scope, seeds, allow, deny)
+                for crawl_id, scope, seeds, allow, deny in con.execute(
+                    """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns FROM crawls
+                       WHERE crawl_id IN (SELECT crawl_id FROM batch_items WHERE batch_id = $1)""",
+                    [batch_id]).fetchall()
+            }
+            candidates = [(crawl_id, url, depth) for crawl_id, url, depth in rows if scopes[crawl_id].admits(url)]
             admitted = self._admit(con, candidates)
             self.states.close_batch(con, batch_id)
         return Admitted(admitted, len(candidates))
