@@ -28,7 +28,7 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli import lake
 from crawl_platform.config import Settings
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
-from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, submit_crawl
+from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, register_now, submit_crawl
 from crawl_platform.store.console import QueryError
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
@@ -155,8 +155,13 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
         return fail(f"bad seed: {exc}", EXIT_USAGE)
     except ValueError as exc:
         return fail(str(exc), EXIT_USAGE)
-    submit_crawl(KafkaBus.from_settings(settings), request)
+    bus = KafkaBus.from_settings(settings)
+    submit_crawl(bus, request)
     print(f"submitted crawl {request.crawl_id} ({len(request.seeds)} seeds)")
+    # The first batch need not wait for the seeds sensor and an intake run (seconds).
+    not_now = register_now(CrawlStore.from_settings(settings), bus, request)
+    if not_now is not None:
+        print(f"the seeds sensor registers it ({not_now})")
     if not args.wait:
         return 0
     return wait_for_crawl(FrontierReadModel(CrawlStore.from_settings(settings)), request.crawl_id, args.timeout)

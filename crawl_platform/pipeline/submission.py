@@ -1,7 +1,9 @@
 """Turning what a user typed into a validated crawl request on the seeds topic.
 
 Shared by the CLI (``crawl-platform crawl``) and the Dagster Launchpad job, so both reject the
-same bad input with the same one-line message and nothing is enqueued when any seed is bad.
+same bad input with the same one-line message and nothing is enqueued when any seed is bad. The
+CLI then registers the crawl itself where it reaches the lake (:func:`register_now`), so the
+first batch starts at the frontier sensor's next tick instead of after an intake run.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from crawl_platform.bus.base import Bus, BusError
 from crawl_platform.bus.messages import MAX_DEPTH_LIMIT, MAX_PAGES_LIMIT, CrawlRequest
 from crawl_platform.bus.publishing import publish_crawl_request
 from crawl_platform.config import Scope
+from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
+from crawl_platform.store.extensions import ExtensionError
 from crawl_platform.urls import InvalidURLError, canonicalize, host_of
 
 _CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
@@ -64,3 +70,19 @@ def submit_crawl(bus: Bus, request: CrawlRequest) -> None:
     bus.ensure_topics()
     if not publish_crawl_request(bus, request):
         raise BusError(f"the broker did not confirm crawl {request.crawl_id}")
+
+
+def register_now(store: CrawlStore, bus: Bus, request: CrawlRequest) -> str | None:
+    """Register a submitted crawl and put its seeds on the frontier topic at once, as the intake
+    run of its seeds-topic message would; that run then finds it registered and adds nothing
+    (registration is idempotent per crawl id, under the lake's write lock). Returns None when
+    done, else one line saying why not: the lake or the broker is not reachable from here, or
+    the crawl reads sitemaps (their URLs come with the intake run, and until then the crawl
+    would look finished once its seeds are fetched). The intake run registers it then."""
+    if request.use_sitemaps:
+        return "it reads sitemaps, which the intake run fetches"
+    try:
+        Frontier(store, bus).register(request)
+    except (StoreUnavailableError, StoreBusyError, ExtensionError, BusError) as err:
+        return str(err).splitlines()[0] if str(err) else type(err).__name__
+    return None

@@ -23,6 +23,7 @@ from crawl_platform.cli.main import main, wait_for_crawl
 from crawl_platform.config import Settings
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
+from crawl_platform.store.database import CrawlStore
 
 
 def _cli(settings: Settings, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -107,6 +108,11 @@ def test_good_seed_enqueues_one_crawl_request_with_its_limits(settings, bus):
     assert request.seeds == ("http://example.com/a",)
     assert (request.max_pages, request.max_depth, request.scope) == (7, 2, "domain")
     assert before <= request.submitted_at <= time.time()
+    # Registered at once (the intake run of the message then adds nothing): its seed is already
+    # on the frontier topic, acknowledged by the broker.
+    store = CrawlStore.from_settings(settings)
+    assert store.query("SELECT crawl_id, max_pages FROM crawls") == [("c-1", 7)]
+    assert store.query("SELECT url, depth, state FROM frontier") == [("http://example.com/a", 0, "queued")]
 
 
 def test_scope_flags_travel_with_the_request(settings, bus):
@@ -118,6 +124,9 @@ def test_scope_flags_travel_with_the_request(settings, bus):
     assert request.allow_patterns == ("/shop/", "/blog/")
     assert request.deny_patterns == (r"\.pdf$",)
     assert (request.max_pages_per_host, request.user_agent, request.use_sitemaps) == (9, "ShopBot/1", True)
+    # A sitemap crawl is left to the intake run, which fetches the sitemaps as it registers it.
+    assert "the seeds sensor registers it (it reads sitemaps, which the intake run fetches)" in done.stdout
+    assert not CrawlStore.from_settings(settings).exists()
 
 
 def test_defaults_come_from_settings_and_the_crawl_id_from_the_first_seed(settings, bus):
