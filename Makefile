@@ -21,9 +21,9 @@ run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 # slowest first. Not --dist loadgroup: with pytest 9.2 it silently stops grouping (pytest-xdist #1386).
 # Unit and Dagster tests: two workers, one per core (CPU-bound). The e2e tests mostly wait (sensor
 # ticks, retries, fault timeouts) since each run is forked from a warm process: serially they took
-# 649 s for about 460 CPU s, on three workers 401 s, on four 622 s with one timeout (the 2 cores
-# saturate), 2026-12-01. Tests marked `timing` measure wall-clock gaps with a few ms of slack:
-# they run alone, last.
+# 649 s for about 460 CPU s, on three workers 370-515 s (three fresh-clone CI runs), on four 622 s
+# with one timeout (the 2 cores saturate), 2026-12-01. Tests marked `timing` measure wall-clock
+# gaps with a few ms of slack: they run alone, last. The whole fresh-clone CI: 586 s and 758 s.
 TEST_WORKERS ?= 2
 E2E_WORKERS ?= 3
 
