@@ -7,8 +7,8 @@ batch. A batch run fans out:
     plan_batch ──> fetch_shard (N of them, whole hosts each) ──> land_batch ──> pages/documents/links ──> frontier
 
 ``fetch_shard`` steps run in parallel on a distributed executor; ``land_batch`` and ``frontier``
-are the only steps that write DuckDB, and they run in the ``crawl_duckdb_writer`` concurrency
-pool (limit 1, see ``dagster.yaml``), so one writer at a time across every run. The work is the
+are the only steps that write the lake, and they run in the ``crawl_duckdb_writer`` concurrency
+pool (see ``dagster.yaml``) and take turns on the lake's write lock. The work is the
 engine's (:mod:`crawl_platform.pipeline.batch`: reader, shard fetcher, lander, expand), including
 what a retried or lost batch does; this module maps it onto Dagster steps and reports its figures
 as metadata.
@@ -110,7 +110,7 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
     out={"pages": Out(Nothing), "documents": Out(Nothing), "links": Out(Nothing)},
     pool=DUCKDB_WRITER_POOL,
     retry_policy=batch_retry,
-    description="Land the batch in one DuckDB transaction (one writer at a time: pool crawl_duckdb_writer).",
+    description="Land the batch in one lake transaction, one snapshot (pool crawl_duckdb_writer).",
 )
 def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepared: PreparedBatch | None,
                shards: list[ShardResult | None]) -> Iterator[Output[None]]:

@@ -43,6 +43,7 @@ from types import FrameType
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
+import crawlers
 from crawlers import CrawlResult, crawl_with_platform, crawl_with_scrapy
 from dagster_profile import CATEGORIES, RunProfile, profile_dagster_home
 from engine_profile import profile_engine
@@ -75,6 +76,8 @@ def main() -> int:
     parser.add_argument("--scrapy-timeout", type=float, default=900.0)
     parser.add_argument("--py-spy", action="store_true",
                         help="afterwards, crawl once more with the engine under py-spy and split its time by step")
+    parser.add_argument("--writer-pool-limit", type=int, default=1,
+                        help="lake writer steps at once across runs (the crawl_duckdb_writer pool, 1)")
     parser.add_argument("--reader", action="store_true",
                         help="also crawl with the platform while a notebook (a read-only DuckDB) holds the lake open")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -85,6 +88,7 @@ def main() -> int:
     if not 0 <= args.hosts <= 63_500:
         parser.error("--hosts must be between 0 and 63,500")
 
+    crawlers.WRITER_POOL_LIMIT = args.writer_pool_limit
     os.environ["CRAWL_HOST_CONCURRENCY"] = str(args.host_concurrency)  # Settings() of every crawl reads it
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     subreaper = become_subreaper()

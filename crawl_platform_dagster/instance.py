@@ -2,7 +2,7 @@
 
 The only module that knows how crawl politeness maps onto Dagster: one run tag per frontier
 partition, limited to one run at a time in ``dagster.yaml`` (so two runs never fetch one host),
-the single-writer pool of the landing and frontier steps, and the Celery executor's run config.
+the writer pool of the landing and frontier steps, and the Celery executor's run config.
 The sensors tag runs with :data:`PARTITION_TAG_PREFIX`, the assets take :data:`DUCKDB_WRITER_POOL`,
 ``crawl-platform up`` and the tests write the instance with :func:`write_instance_yaml`. It
 imports no Dagster, so the CLI pays nothing for it.
@@ -26,7 +26,7 @@ def partition_limits_yaml(partitions: int, indent: str = "      ") -> str:
 def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurrent_runs: int = 4,
                         partitions: int = 8) -> Path:
     """Write ``dagster.yaml``: queued runs, one run per frontier partition at a time, and one
-    DuckDB writer step at a time (the ``crawl_duckdb_writer`` pool)."""
+    lake writer step per run slot (the ``crawl_duckdb_writer`` pool; the lake's lock orders them)."""
     home.mkdir(parents=True, exist_ok=True)
     if postgres_url and postgres_url.startswith("postgresql://"):
         # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; dagster-postgres needs psycopg2.
@@ -57,9 +57,11 @@ concurrency:
       # it reads): a host's URLs live in one partition, so this holds per-host politeness across
       # concurrent runs.
 {partition_limits_yaml(partitions)}  pools:
-    # Pools without a limit of their own; the only pool is {DUCKDB_WRITER_POOL} (landing and frontier
-    # steps): one DuckDB writer at a time across every run.
-    default_limit: 1
+    # Pools without a limit of their own; the only pool is {DUCKDB_WRITER_POOL} (landing, frontier and
+    # maintenance steps). The lake's write lock already makes writers take turns, so the pool
+    # lets as many in as runs can be at once: at limit 1 the polite broad crawl landed about 10 %
+    # slower (docs/benchmarks.md). Lower it to make writer steps wait in Dagster, not on the lock.
+    default_limit: {max_concurrent_runs}
     granularity: op
 run_monitoring:
   enabled: true

@@ -15,14 +15,14 @@ from crawl_platform_dagster.stack import create_instance_storage
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_written_instance_limits_one_run_per_partition_and_one_duckdb_writer(tmp_path):
+def test_written_instance_limits_one_run_per_partition_and_the_writer_steps_to_the_run_slots(tmp_path):
     write_instance_yaml(tmp_path, max_concurrent_runs=3, partitions=5)
     with DagsterInstance.from_config(str(tmp_path)) as instance:
         concurrency = instance.get_concurrency_config()
         assert concurrency.run_queue_config.max_concurrent_runs == 3
         limits = concurrency.run_queue_config.tag_concurrency_limits
         assert limits == [{"key": f"crawl/frontier_p{p}", "limit": 1} for p in range(5)]
-        assert concurrency.pool_config.default_pool_limit == 1
+        assert concurrency.pool_config.default_pool_limit == 3  # writers take turns on the lake's lock
         assert concurrency.pool_config.pool_granularity.value == "op"
         assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
         assert instance.run_retries_enabled
@@ -41,7 +41,7 @@ def test_shipped_scale_out_instance_config_is_valid(tmp_path, monkeypatch):
     config, _cls = dagster_instance_config(str(tmp_path))
     limits = config["concurrency"]["runs"]["tag_concurrency_limits"]
     assert [item["key"] for item in limits] == [f"crawl/frontier_p{p}" for p in range(8)]
-    assert config["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
+    assert config["concurrency"]["pools"] == {"default_limit": 8, "granularity": "op"}
     assert config["run_coordinator"]["config"]["dequeue_use_threads"] is True
     assert config["run_launcher"]["class"] == "ForkRunLauncher"
 
