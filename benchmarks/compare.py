@@ -76,8 +76,9 @@ def main() -> int:
     parser.add_argument("--scrapy-timeout", type=float, default=900.0)
     parser.add_argument("--py-spy", action="store_true",
                         help="afterwards, crawl once more with the engine under py-spy and split its time by step")
-    parser.add_argument("--writer-pool-limit", type=int, default=1,
-                        help="lake writer steps at once across runs (the crawl_duckdb_writer pool, 1)")
+    parser.add_argument("--writer-pool-limit", type=int, default=0,
+                        help="lake writer steps at once across runs (the crawl_duckdb_writer pool; "
+                             "0, the default: --max-concurrent-runs)")
     parser.add_argument("--reader", action="store_true",
                         help="also crawl with the platform while a notebook (a read-only DuckDB) holds the lake open")
     parser.add_argument("--json", type=Path, help="also write the results here")

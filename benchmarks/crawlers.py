@@ -46,7 +46,7 @@ from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.stack import DagsterProcesses
 
 CRAWL_ID = "bench"
-WRITER_POOL_LIMIT = 1  # steps of the crawl_duckdb_writer pool at once (compare.py --writer-pool-limit)
+WRITER_POOL_LIMIT = 0  # steps of the crawl_duckdb_writer pool at once, 0: the instance's default (--writer-pool-limit)
 DAEMON_READY_TIMEOUT_S = 90.0
 
 
@@ -233,11 +233,8 @@ def _lake_reader(settings: Settings, workdir: Path, exclude: set[int]) -> tuple[
 def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site: ServedSite, store: CrawlStore,
              settings: Settings, workdir: Path, max_concurrent_runs: int, timeout_s: float,
              reader: bool = False) -> None:
-    config = write_instance_yaml(settings.dagster_home, max_concurrent_runs=max_concurrent_runs,
-                                 partitions=settings.topic_partitions)
-    if WRITER_POOL_LIMIT != 1:  # the writers then wait for the lake's write lock instead of a pool slot
-        text = config.read_text()
-        config.write_text(text.replace("    default_limit: 1\n", f"    default_limit: {WRITER_POOL_LIMIT}\n"))
+    write_instance_yaml(settings.dagster_home, max_concurrent_runs=max_concurrent_runs,
+                        partitions=settings.topic_partitions, writer_pool_limit=WRITER_POOL_LIMIT or None)
     dagster = DagsterProcesses(env, workdir / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
     try:
         dagster.start()

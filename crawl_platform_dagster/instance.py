@@ -24,9 +24,10 @@ def partition_limits_yaml(partitions: int, indent: str = "      ") -> str:
 
 
 def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurrent_runs: int = 4,
-                        partitions: int = 8) -> Path:
-    """Write ``dagster.yaml``: queued runs, one run per frontier partition at a time, and one
-    lake writer step per run slot (the ``crawl_duckdb_writer`` pool; the lake's lock orders them)."""
+                        partitions: int = 8, writer_pool_limit: int | None = None) -> Path:
+    """Write ``dagster.yaml``: queued runs, one run per frontier partition at a time, and
+    ``writer_pool_limit`` lake writer steps at once (the ``crawl_duckdb_writer`` pool; by default
+    one per run slot, and the lake's lock orders them)."""
     home.mkdir(parents=True, exist_ok=True)
     if postgres_url and postgres_url.startswith("postgresql://"):
         # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; dagster-postgres needs psycopg2.
@@ -61,7 +62,7 @@ concurrency:
     # maintenance steps). The lake's write lock already makes writers take turns, so the pool
     # lets as many in as runs can be at once: at limit 1 the polite broad crawl landed about 10 %
     # slower (docs/benchmarks.md). Lower it to make writer steps wait in Dagster, not on the lock.
-    default_limit: {max_concurrent_runs}
+    default_limit: {writer_pool_limit or max_concurrent_runs}
     granularity: op
 run_monitoring:
   enabled: true

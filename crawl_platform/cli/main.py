@@ -158,13 +158,14 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
     bus = KafkaBus.from_settings(settings)
     submit_crawl(bus, request)
     print(f"submitted crawl {request.crawl_id} ({len(request.seeds)} seeds)")
+    store = CrawlStore.from_settings(settings)
     # The first batch need not wait for the seeds sensor and an intake run (seconds).
-    not_now = register_now(CrawlStore.from_settings(settings), bus, request)
+    not_now = register_now(store, bus, request)
     if not_now is not None:
         print(f"the seeds sensor registers it ({not_now})")
     if not args.wait:
         return 0
-    return wait_for_crawl(FrontierReadModel(CrawlStore.from_settings(settings)), request.crawl_id, args.timeout)
+    return wait_for_crawl(FrontierReadModel(store), request.crawl_id, args.timeout)
 
 
 def wait_for_crawl(read_model: FrontierReadModel, crawl_id: str, timeout_s: float = 0, poll_s: float = 1.0) -> int:

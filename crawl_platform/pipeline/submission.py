@@ -20,7 +20,7 @@ from crawl_platform.bus.publishing import publish_crawl_request
 from crawl_platform.config import Scope
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
+from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
 from crawl_platform.store.extensions import ExtensionError
 from crawl_platform.urls import InvalidURLError, canonicalize, host_of
 
@@ -84,5 +84,5 @@ def register_now(store: CrawlStore, bus: Bus, request: CrawlRequest) -> str | No
     try:
         Frontier(store, bus).register(request)
     except (StoreUnavailableError, StoreBusyError, ExtensionError, BusError) as err:
-        return str(err).splitlines()[0] if str(err) else type(err).__name__
+        return one_line(str(err)) or type(err).__name__
     return None

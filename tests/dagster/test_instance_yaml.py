@@ -66,3 +66,9 @@ with DagsterInstance.from_config(sys.argv[1]) as instance:
     instance.get_runs_count()
     instance.all_instigator_state()
 """
+
+
+def test_the_writer_pool_limit_can_be_set_below_the_run_slots(tmp_path):
+    write_instance_yaml(tmp_path, max_concurrent_runs=4, writer_pool_limit=1)
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
