@@ -1,0 +1,62 @@
+"""What the lake command tests share: a lake filled through the engine, its fingerprints, the
+command line in this process or as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.config import Settings
+from crawl_platform.fetch.politeness import HostRecord
+from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.parse.html import parse_html
+from crawl_platform.store.database import CrawlStore, LakeLocation
+from crawl_platform.store.landing import LandedBatch, land_batch
+from crawl_platform.store.transfer import TableFingerprint, table_fingerprints
+from crawl_platform_dagster.cli import main
+from tests.unit.crawl_rows import crawl_request, fetch_result, page_html
+
+SITE = "http://site.example"
+
+
+def land_pages(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: str, paths: list[str]) -> LandedBatch:
+    """Register ``crawl_id`` (once), land one batch fetching ``paths`` of the site, and expand it:
+    every crawl table gets rows."""
+    urls = [f"{SITE}{p}" for p in paths]
+    frontier.register(crawl_request(crawl_id, *urls))
+    results = {u: fetch_result(u, page_html(f"{crawl_id} {u}", f"{SITE}/next{p}"))
+               for u, p in zip(urls, paths, strict=True)}
+    parsed = {u: parse_html(r.body, r.final_url, r.content_type) for u, r in results.items()}
+    landed = land_batch(store, batch_id, [FrontierURL(crawl_id, u, 0) for u in urls], results, parsed,
+                        hosts=[HostRecord(SITE, delay_ms=250)])
+    frontier.expand(batch_id)
+    return landed
+
+
+def fingerprints(store: CrawlStore) -> dict[str, TableFingerprint]:
+    with store.read() as con:
+        return table_fingerprints(con)
+
+
+def lake_at(path: Path) -> CrawlStore:
+    return CrawlStore(LakeLocation.from_settings(Settings(lake_path=path)))
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, list[str]]:
+    """``crawl-platform ARGV`` in this process: exit code, stdout, non-blank stderr lines."""
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, [line for line in out.err.splitlines() if line.strip()]
+
+
+def cli(settings: Settings, *argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``crawl-platform ARGV`` as a subprocess, its output to a pipe."""
+    base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    return subprocess.run([sys.executable, "-m", "crawl_platform_dagster.cli", *argv], input=stdin,
+                          env={**base, **settings.to_env()}, cwd=settings.lake_path.parent,
+                          capture_output=True, text=True, timeout=120, check=False)
