@@ -143,6 +143,28 @@ def test_every_write_is_a_snapshot_to_travel_back_to(lake_settings):
                              key=lambda row: row[1])
 
 
+def test_a_lake_made_by_an_older_schema_gains_the_new_columns_and_tables_and_keeps_its_rows(lake_settings):
+    """A lake created before a column or a table was added to schema.sql: opening it adds them in
+    one snapshot (NULL in the rows already there), and opening it again changes nothing."""
+    store = CrawlStore.from_settings(lake_settings)
+    land_pages(store, "old", [f"{SITE}/old"], "Old")
+    with store.write() as con:  # what the lake looked like before `charset` and `hosts` existed
+        con.execute("ALTER TABLE pages DROP COLUMN charset")
+        con.execute("DROP TABLE hosts")
+    before = store.snapshot_id()
+    store.close()  # the lake opens again, as in a new process
+    older = store
+    assert older.query("SELECT url, charset FROM pages") == [(f"{SITE}/old", None)]
+    assert older.query("SELECT count(*) FROM hosts") == [(0,)]
+    land_pages(older, "new", [f"{SITE}/new"], "New")
+    assert older.query("SELECT url, charset FROM pages ORDER BY url") == [
+        (f"{SITE}/new", "utf-8"), (f"{SITE}/old", None)]
+    upgraded = older.snapshot_id()
+    assert upgraded == before + 2  # the upgrade's snapshot, then the batch's
+    older.close()
+    assert older.snapshot_id() == upgraded
+
+
 def one_line_error(store: CrawlStore) -> str:
     """The message the store refuses to open with, after checking it is one line."""
     with pytest.raises(StoreUnavailableError) as caught:
