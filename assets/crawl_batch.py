@@ -176,7 +176,8 @@ def crawl_batch(crawls: None) -> dict[str, object]:
     code_version=CODE_VERSION,
     group_name="crawl",
     pool=DUCKDB_WRITER_POOL,
-    description="Every URL each crawl knows and its state; new in-scope links are published to Kafka.",
+    description="Every URL each crawl knows and its state; new in-scope links are published to Kafka, "
+                "and the batch's page events to the pages topic.",
 )
 def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> MaterializeResult[None]:
     """Admit the batch's new in-scope links, close its items, publish to the frontier topic."""
@@ -184,7 +185,8 @@ def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> Ma
     try:
         # Raises when the broker did not confirm every new URL: they stay 'discovered' in the
         # store and are published again (the retry, or the next batch's republish of stale URLs).
-        growth = expand_batch(crawl.frontier(), context.partition_key)
+        frontier_ = crawl.frontier()
+        growth = expand_batch(frontier_, context.partition_key, crawl.page_events(frontier_))
     finally:
         # The batch landed and Dagster recorded it: its handoff between steps is no longer needed.
         discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])

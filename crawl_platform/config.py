@@ -50,6 +50,15 @@ class Settings(BaseSettings):
     dead_letter_topic: str = Field(
         "crawl.dead-letter", validation_alias=AliasChoices("CRAWL_DEAD_LETTER_TOPIC", "dead_letter_topic")
     )
+    pages_topic: str = Field(
+        "crawl.pages", validation_alias=AliasChoices("CRAWL_PAGES_TOPIC", "pages_topic"),
+        description="Topic of page events: one message per landed page version, keyed by URL, "
+        "published after the landing commits (at least once).",
+    )
+    page_events: bool = Field(
+        True, validation_alias=AliasChoices("CRAWL_PAGE_EVENTS", "page_events"),
+        description="Publish page events on CRAWL_PAGES_TOPIC (false: the topic stays empty).",
+    )
     topic_partitions: int = Field(
         8, ge=1, validation_alias=AliasChoices("CRAWL_TOPIC_PARTITIONS", "topic_partitions")
     )

@@ -18,6 +18,7 @@ from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader, ShardFetcher
 from crawl_platform.pipeline.intake import SeedIntake
+from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.store.database import CrawlStore
 
 
@@ -43,6 +44,10 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
 
     def frontier(self) -> Frontier:
         return Frontier(self.store(), self.bus())
+
+    def page_events(self, frontier: Frontier) -> PageEventPublisher | None:
+        """The page-event publisher on ``frontier``'s store and bus, or None when CRAWL_PAGE_EVENTS is off."""
+        return PageEventPublisher(frontier.store, frontier.bus) if self.settings().page_events else None
 
     def batch_reader(self) -> BatchReader:
         settings = self.settings()

@@ -77,6 +77,19 @@ def _count_orphans(settings: Settings) -> int:
     return FrontierReadModel(store).orphaned_count(ORPHAN_AFTER_S)
 
 
+def _sweep_page_events(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> None:
+    """Once the loop is idle: publish the page events of batches whose frontier step never got
+    them confirmed (all its retries failed); none before the lake exists."""
+    frontier = crawl.frontier()
+    events = crawl.page_events(frontier)
+    if events is None or not frontier.store.exists():
+        return
+    swept = events.republish_unrecorded()
+    if swept.batches:
+        context.log.info(f"page events of {swept.batches} unrecorded batches published again: "
+                         f"{swept.events} confirmed, {swept.unconfirmed} not")
+
+
 def _queued_hosts(settings: Settings, topic: TopicState) -> int:
     """Hosts with queued URLs, which size an auto batch; not asked when CRAWL_BATCH_SIZE is set,
     before the lake exists or when the topic has nothing new to cut."""
@@ -119,6 +132,7 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic)))
     if plan.check_orphans:
         plan = plan.with_orphans(_count_orphans(settings), time.time())
+        _sweep_page_events(context, crawl)
     for requeue in plan.requeues:
         context.log.warning(requeue.reason)
     requests = [RunRequest(run_key=r.key, job_name=crawl_intake_job.name, run_config=_REQUEUE_CONFIG)

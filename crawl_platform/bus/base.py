@@ -44,6 +44,7 @@ class Bus(Protocol):
     frontier_topic: str
     dead_letter_topic: str
     partitions: int
+    pages_topic: str  # page events for subscribers outside the platform
 
     def ensure_topics(self) -> list[str]:
         """Create any missing topic; returns the names created (empty when all existed)."""

@@ -38,6 +38,7 @@ class KafkaBus:
         partitions: int,
         timeout_s: float = 10.0,
         producer_config: dict[str, str] | None = None,
+        pages_topic: str = "crawl.pages",
     ) -> None:
         # librdkafka logs through Python logging instead of writing to stderr itself.
         self._config: dict[str, Any] = {**client_config, "logger": _KAFKA_LOG}
@@ -45,6 +46,7 @@ class KafkaBus:
         self.seeds_topic = seeds_topic
         self.frontier_topic = frontier_topic
         self.dead_letter_topic = dead_letter_topic
+        self.pages_topic = pages_topic
         self.partitions = partitions
         self.timeout_s = timeout_s
         self._producer: Producer | None = None
@@ -58,6 +60,7 @@ class KafkaBus:
             settings.dead_letter_topic,
             settings.topic_partitions,
             producer_config=settings.kafka_producer_config,
+            pages_topic=settings.pages_topic,
         )
 
     # --- topics --------------------------------------------------------------------------------
@@ -68,7 +71,7 @@ class KafkaBus:
             existing = set(admin.list_topics(timeout=self.timeout_s).topics)
         except KafkaException as err:
             raise BusError(f"cannot reach Kafka at {self._config['bootstrap.servers']}: {err}") from None
-        wanted = [self.seeds_topic, self.frontier_topic, self.dead_letter_topic]
+        wanted = [self.seeds_topic, self.frontier_topic, self.dead_letter_topic, self.pages_topic]
         missing = [NewTopic(t, num_partitions=self.partitions, replication_factor=1)
                    for t in wanted if t not in existing]
         if not missing:

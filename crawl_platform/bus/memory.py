@@ -22,8 +22,10 @@ class InMemoryBus:
     """Topics of one deployment in this process's memory."""
 
     def __init__(self, seeds_topic: str = "crawl.seeds", frontier_topic: str = "crawl.frontier",
-                 dead_letter_topic: str = "crawl.dead-letter", partitions: int = 4) -> None:
+                 dead_letter_topic: str = "crawl.dead-letter", partitions: int = 4,
+                 pages_topic: str = "crawl.pages") -> None:
         self.seeds_topic = seeds_topic
+        self.pages_topic = pages_topic
         self.frontier_topic = frontier_topic
         self.dead_letter_topic = dead_letter_topic
         self.partitions = partitions
@@ -35,7 +37,7 @@ class InMemoryBus:
     def ensure_topics(self) -> list[str]:
         created = []
         with self._lock:
-            for topic in (self.seeds_topic, self.frontier_topic, self.dead_letter_topic):
+            for topic in (self.seeds_topic, self.frontier_topic, self.dead_letter_topic, self.pages_topic):
                 if topic not in self._logs:
                     self._logs[topic] = [[] for _ in range(self.partitions)]
                     self._ids[topic] = uuid.uuid4().hex

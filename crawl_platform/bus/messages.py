@@ -94,7 +94,29 @@ class DeadLetter:
         return cls(reason, topic, partition, offset, base64.b64encode(payload).decode("ascii"))
 
 
-Message = CrawlRequest | FrontierURL | DeadLetter
+@dataclass(frozen=True, config=_STRICT)
+class PageEvent:
+    """One landed page version, for subscribers outside the platform (pages topic, keyed by URL).
+    Published after the landing committed, at least once: a subscriber may see a version twice,
+    and ``(url, version)`` is the key to deduplicate on."""
+
+    url: str
+    crawl_id: str
+    version: Annotated[int, Field(ge=1)]
+    status: Annotated[int | None, Field(description="an HTTP status or null (no response)")]
+    content_hash: str
+    fetched_at: Annotated[str, Field(description="an ISO 8601 time (UTC)")]
+    batch_id: str
+    error: Annotated[str | None, Field(description="a string or null")] = None
+    # Where the version's response is archived (pages.warc_file/offset/length); null without one.
+    warc_file: Annotated[str | None, Field(description="a string or null")] = None
+    warc_offset: Annotated[int | None, Field(description="an integer or null")] = None
+    warc_length: Annotated[int | None, Field(description="an integer or null")] = None
+    TYPE: ClassVar[str] = "page"
+    VERSION: ClassVar[int] = 1
+
+
+Message = CrawlRequest | FrontierURL | DeadLetter | PageEvent
 _M = TypeVar("_M", bound=Message)
 
 
@@ -195,7 +217,9 @@ def _range(info: FieldInfo) -> str:
 _CRAWL_REQUEST = _Codec(CrawlRequest)
 _FRONTIER_URL = _Codec(FrontierURL)
 _DEAD_LETTER = _Codec(DeadLetter)
-_CODECS: dict[type[Message], _Codec[Any]] = {c.cls: c for c in (_CRAWL_REQUEST, _FRONTIER_URL, _DEAD_LETTER)}
+_PAGE_EVENT = _Codec(PageEvent)
+_CODECS: dict[type[Message], _Codec[Any]] = {
+    c.cls: c for c in (_CRAWL_REQUEST, _FRONTIER_URL, _DEAD_LETTER, _PAGE_EVENT)}
 
 
 def encode(message: Message) -> bytes:
@@ -213,3 +237,7 @@ def decode_frontier_url(payload: bytes | None) -> FrontierURL:
 
 def decode_dead_letter(payload: bytes | None) -> DeadLetter:
     return _DEAD_LETTER.decode(payload)
+
+
+def decode_page_event(payload: bytes | None) -> PageEvent:
+    return _PAGE_EVENT.decode(payload)

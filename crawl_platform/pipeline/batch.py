@@ -29,6 +29,7 @@ from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.parse.html import ParsedPage, ParserEngine, parse_html
+from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
 from crawl_platform.store.landing import LandedBatch, land_batch, latest_validators
@@ -262,13 +263,19 @@ class UnconfirmedURLsError(RuntimeError):
     the step fails so that its retry publishes them again."""
 
 
-def expand_batch(frontier: Frontier, batch_id: str) -> FrontierGrowth:
-    """Grow the frontier from a landed batch's links, and re-publish URLs the broker dropped.
-    Raises :class:`UnconfirmedURLsError` when the broker did not confirm every new URL."""
+def expand_batch(frontier: Frontier, batch_id: str,
+                 events: PageEventPublisher | None = None) -> FrontierGrowth:
+    """Publish a landed batch's page events (with ``events``), grow the frontier from its links,
+    and re-publish URLs the broker dropped. Raises :class:`UnconfirmedURLsError` when the broker
+    did not confirm every new URL or event; the retry publishes them again (and the loop, once
+    idle, the events of batches whose retries all failed)."""
+    published = events.publish_batch(batch_id) if events is not None else EventsPublished()
     growth = frontier.expand(batch_id)
     frontier.republish_stale()
     if growth.unconfirmed:
         raise UnconfirmedURLsError(f"the broker did not confirm {growth.unconfirmed} of {growth.admitted} new URLs")
+    if published.unconfirmed:
+        raise UnconfirmedURLsError(f"the broker did not confirm {published.unconfirmed} page events")
     return growth
 
 
@@ -277,11 +284,13 @@ class BatchCrawler:
     :class:`BatchLander` in a row, then :func:`expand_batch`. A Dagster run executes the same
     parts as separate steps (the fetch shards in parallel on a distributed executor)."""
 
-    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml") -> None:
+    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
+                 page_events: bool = True) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
         self.frontier = Frontier(store, bus)
+        self.events = PageEventPublisher(store, bus) if page_events else None
         read_model = FrontierReadModel(store)
         self.reader = BatchReader(bus, store, read_model)
         self.shard_fetcher = ShardFetcher(fetcher, parser)
@@ -290,7 +299,7 @@ class BatchCrawler:
     @classmethod
     def from_settings(cls, settings: Settings) -> BatchCrawler:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
-                   Fetcher.from_settings(settings), settings.parser)
+                   Fetcher.from_settings(settings), settings.parser, settings.page_events)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:
@@ -311,7 +320,7 @@ class BatchCrawler:
         return self.lander.land(prepared, shards)
 
     def expand(self, batch_id: str) -> FrontierGrowth:
-        return expand_batch(self.frontier, batch_id)
+        return expand_batch(self.frontier, batch_id, self.events)
 
 
 def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, FetchResult],

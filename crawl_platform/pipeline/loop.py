@@ -248,6 +248,8 @@ class CrawlLoop:
         self.frontier_cursor = plan.cursor
         if plan.check_orphans:
             plan = plan.with_orphans(self.crawler.frontier.orphaned_count(ORPHAN_AFTER_S), 0.0)
+            if self.crawler.events is not None:  # idle: events of batches whose retries all failed
+                self.crawler.events.republish_unrecorded()
         for _requeue in plan.requeues:
             report.requeued += self.crawler.frontier.requeue_all_pending().published
             busy = True

@@ -75,3 +75,10 @@ CREATE TABLE IF NOT EXISTS hosts (
     delay_ms          INTEGER,               -- current adaptive gap between requests
     updated_at        TIMESTAMP NOT NULL
 );
+-- Batches whose page events the broker confirmed (crawl_platform.pipeline.page_events): a landed
+-- batch missing here has its events published again.
+CREATE TABLE IF NOT EXISTS page_event_batches (
+    batch_id     VARCHAR NOT NULL,           -- key
+    events       INTEGER NOT NULL,
+    published_at TIMESTAMP NOT NULL
+);

@@ -13,15 +13,21 @@ from crawl_platform.bus.messages import (
     DeadLetter,
     FrontierURL,
     MessageDecodeError,
+    PageEvent,
     decode_crawl_request,
     decode_dead_letter,
     decode_frontier_url,
+    decode_page_event,
     encode,
 )
 
 REQUEST = CrawlRequest("c-1", ("http://a.example/", "http://b.example/x"), 500, 3, "domain", 1_700_000_000.25)
 FRONTIER = FrontierURL("c-1", "http://a.example/page?x=1", 2)
 LETTER = DeadLetter.for_payload("not JSON: boom", "crawl.frontier", 3, 42, b"\x00\xffraw")
+EVENT = PageEvent("http://a.example/p", "c-1", 2, 200, "ab" * 32, "2026-12-01T10:00:00.5Z", "e0.p1-0-50",
+                  None, "c-1/e0.p1-0-50-s0.warc.gz", 1024, 733)
+FAILED_EVENT = PageEvent("http://a.example/q", "c-1", 1, None, "cd" * 32, "2026-12-01T10:00:01Z", "e0.p1-0-50",
+                         "timeout: read timed out")
 FULL_REQUEST = CrawlRequest("c-2", ("http://a.example/",), 10, 0, "any", 1_700_000_000.0, ("/docs/",),
                             (r"\.pdf$",), 7, "Bot/1.0 (+x) \u00e9", True)
 
@@ -41,6 +47,14 @@ WIRE = [
     (LETTER, decode_dead_letter,
      b'{"reason":"not JSON: boom","source_topic":"crawl.frontier","partition":3,"offset":42,'
      b'"payload_b64":"AP9yYXc=","type":"dead_letter","v":1}'),
+    (EVENT, decode_page_event,
+     b'{"url":"http://a.example/p","crawl_id":"c-1","version":2,"status":200,"content_hash":"' + b"ab" * 32 +
+     b'","fetched_at":"2026-12-01T10:00:00.5Z","batch_id":"e0.p1-0-50","error":null,'
+     b'"warc_file":"c-1/e0.p1-0-50-s0.warc.gz","warc_offset":1024,"warc_length":733,"type":"page","v":1}'),
+    (FAILED_EVENT, decode_page_event,
+     b'{"url":"http://a.example/q","crawl_id":"c-1","version":1,"status":null,"content_hash":"' + b"cd" * 32 +
+     b'","fetched_at":"2026-12-01T10:00:01Z","batch_id":"e0.p1-0-50","error":"timeout: read timed out",'
+     b'"warc_file":null,"warc_offset":null,"warc_length":null,"type":"page","v":1}'),
 ]
 # A crawl request as v1 was first published, before the optional fields were added.
 FIRST_V1_REQUEST = (b'{"crawl_id":"c-1","seeds":["http://a.example/"],"max_pages":5,"max_depth":1,"scope":"host",'
@@ -51,6 +65,7 @@ DECODERS = [
     (REQUEST, decode_crawl_request),
     (FRONTIER, decode_frontier_url),
     (LETTER, decode_dead_letter),
+    (EVENT, decode_page_event),
 ]
 
 

@@ -15,6 +15,8 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.politeness import HostRecord
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.parse.html import parse_html
+from crawl_platform.pipeline.batch import expand_batch
+from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.store.database import CrawlStore, LakeLocation
 from crawl_platform.store.landing import LandedBatch, land_batch
 from crawl_platform.store.transfer import TableFingerprint, table_fingerprints
@@ -26,7 +28,7 @@ SITE = "http://site.example"
 
 def land_pages(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: str, paths: list[str]) -> LandedBatch:
     """Register ``crawl_id`` (once), land one batch fetching ``paths`` of the site, and expand it:
-    every crawl table gets rows."""
+    every crawl table gets rows (page events recorded too)."""
     urls = [f"{SITE}{p}" for p in paths]
     frontier.register(crawl_request(crawl_id, *urls))
     results = {u: fetch_result(u, page_html(f"{crawl_id} {u}", f"{SITE}/next{p}"))
@@ -34,7 +36,7 @@ def land_pages(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: s
     parsed = {u: parse_html(r.body, r.final_url, r.content_type) for u, r in results.items()}
     landed = land_batch(store, batch_id, [FrontierURL(crawl_id, u, 0) for u in urls], results, parsed,
                         hosts=[HostRecord(SITE, delay_ms=250)])
-    frontier.expand(batch_id)
+    expand_batch(frontier, batch_id, PageEventPublisher(store, frontier.bus))
     return landed
 
 
