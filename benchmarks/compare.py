@@ -24,6 +24,12 @@ randomised) with one request per host in flight. Each crawler's smallest gap bet
 to one host, from nginx's log, shows that the politeness held:
 
     .venv/bin/python benchmarks/compare.py --hosts 500 --pages-per-host 40 --host-delay-ms 250
+
+With `--docs` the site is a real one nobody here wrote: Debian's Python 3.11 documentation
+(`apt-get install python3.11-doc`), 527 pages with some huge index pages, served by nginx from
+where it is installed; the pages to land are a BFS over its files' links (`static_site.py`):
+
+    .venv/bin/python benchmarks/compare.py --docs
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from crawlers import CrawlResult, crawl_with_platform, crawl_with_scrapy
 from dagster_profile import CATEGORIES, RunProfile, profile_dagster_home
 from engine_profile import profile_engine
 from measure import become_subreaper, loadavg
-from static_site import measure_server_rate, serve_hosts, serve_site
+from static_site import measure_server_rate, serve_docs, serve_hosts, serve_site
 
 
 def _stop_on_sigterm(_sig: int, _frame: FrameType | None) -> None:
@@ -61,6 +67,8 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=0,
                         help="serve the many-host site instead: this many loopback hostnames (0: one host)")
     parser.add_argument("--pages-per-host", type=int, default=40, help="articles per host with --hosts (40)")
+    parser.add_argument("--docs", action="store_true",
+                        help="crawl the Python 3.11 documentation (python3.11-doc) instead of a generated site")
     parser.add_argument("--mode", choices=["dagster", "engine", "both", "none"], default="dagster",
                         help="how to run the platform: through Dagster as a user does, engine only, both, or not")
     parser.add_argument("--scrapy-concurrency", type=int, nargs="*", default=[1],
@@ -98,16 +106,18 @@ def main() -> int:
     profiles: dict[str, RunProfile] = {}
     engine_split: dict[str, float] = {}
     try:
-        served = (serve_hosts(args.hosts, args.pages_per_host, workdir) if args.hosts
+        served = (serve_docs(workdir) if args.docs
+                  else serve_hosts(args.hosts, args.pages_per_host, workdir) if args.hosts
                   else serve_site(args.pages, workdir))
         with served as site:
-            shape = (f"{args.hosts} hosts x ({args.pages_per_host} articles + home)" if args.hosts
+            shape = ("the Python 3.11 documentation" if args.docs
+                     else f"{args.hosts} hosts x ({args.pages_per_host} articles + home)" if args.hosts
                      else f"{args.pages} articles + home")
             print(f"site: {len(site.expected)} pages to land ({shape}; /private/ disallowed), "
                   f"{site.bytes_on_disk / 2**20:.1f} MiB, served by {site.server_kind} on {site.base_url}")
             print(f"machine: {os.cpu_count()} cores, load average {loadavg()}; workdir {workdir}"
                   f"{'' if subreaper else '; not a subreaper: CPU of orphaned processes may be missed'}")
-            rate = measure_server_rate(site.base_url + "/articles/1.html")
+            rate = measure_server_rate(site.base_url + ("/library/functions.html" if args.docs else "/articles/1.html"))
             print("server alone: " + ", ".join(f"{k} = {v:,.0f}" for k, v in rate.items()), flush=True)
             modes = {"both": ["engine", "dagster"], "none": []}.get(args.mode, [args.mode])
             for mode in modes:
@@ -181,7 +191,8 @@ def _once(r: CrawlResult) -> str:
 
 
 def _report(args: argparse.Namespace, results: list[CrawlResult], profiles: dict[str, RunProfile]) -> None:
-    shape = f"{args.hosts} hosts x {args.pages_per_host} articles" if args.hosts else f"{args.pages} articles"
+    shape = ("the Python 3.11 docs" if args.docs else f"{args.hosts} hosts x {args.pages_per_host} articles"
+             if args.hosts else f"{args.pages} articles")
     print(f"\n{shape}, batch size {args.batch_size}, host delay {args.host_delay_ms} ms, "
           f"host concurrency {args.host_concurrency}, "
           f"{os.cpu_count()} cores")
