@@ -86,6 +86,16 @@ class WarcFile:
                             "application/http; msgtype=response", target))
         return RecordPointer(self.name, offset, self._file.tell() - offset)
 
+    def copy(self, member: bytes) -> RecordPointer:
+        """Append a record already stored as one gzip member, byte for byte (a WARC export)."""
+        offset = self._file.tell()
+        self._file.write(member)
+        return RecordPointer(self.name, offset, len(member))
+
+    @property
+    def size(self) -> int:
+        return self._file.tell()
+
     def commit(self) -> None:
         """Close, fsync and rename the file into place (and fsync its folder): complete on disk
         before any row points into it."""
