@@ -13,6 +13,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawl_platform.archive.reader import archive_root, archived_responses, read_response
 from crawl_platform.config import Settings
+from crawl_platform.store.backup import backup_lake, restore_lake
+from crawl_platform.store.database import CrawlStore, LakeLocation
 from tests.sites.hostile import Reply, html_page
 from tests.unit.archived import archive_site, cli, dead_url, fetch_and_land, one_line_error, register
 
@@ -148,3 +150,16 @@ def test_show_bad_input_is_one_line_exit_2(hostile, store_settings, store, args,
     assert done.returncode == 2
     assert message.format(plain=plain, dead=dead) in one_line_error(done)
     assert done.stdout == b""
+
+
+def test_backup_carries_the_archive_and_restore_brings_it_back(hostile, store, landed, tmp_path):
+    manifest = backup_lake(store, tmp_path / "backup")
+    (original,) = [p.relative_to(store.archive_root) for p in store.archive_root.rglob("*.warc.gz")]
+    assert manifest.archive_files == 1
+    assert (tmp_path / "backup" / "archive" / original).read_bytes() == (store.archive_root / original).read_bytes()
+    elsewhere = Settings(lake_path=tmp_path / "restored")
+    restore_lake(tmp_path / "backup", LakeLocation.from_settings(elsewhere))
+    restored = CrawlStore.from_settings(elsewhere)
+    assert restored.archive_root == tmp_path / "restored" / "archive"
+    bodies = {r.url: r.body for r in archived_responses(restored, "c1")}
+    assert bodies == landed
