@@ -84,12 +84,15 @@ class PageEventPublisher:
     def _events(self, batch_ids: list[str]) -> list[PageEvent]:
         with self.store.read() as con:
             rows = con.execute(
-                """SELECT url, crawl_id, version, status, content_hash, fetched_at, batch_id, error
+                """SELECT url, crawl_id, version, status, content_hash, fetched_at, batch_id, error,
+                          warc_file, warc_offset, warc_length
                    FROM pages WHERE list_contains(?, batch_id) ORDER BY batch_id, url, version""",
                 [batch_ids],
             ).fetchall()
         return [
             PageEvent(url=url, crawl_id=crawl_id, version=version, status=status, content_hash=content_hash,
-                      fetched_at=fetched_at.isoformat() + "Z", batch_id=batch_id, error=error)
-            for url, crawl_id, version, status, content_hash, fetched_at, batch_id, error in rows
+                      fetched_at=fetched_at.isoformat() + "Z", batch_id=batch_id, error=error,
+                      warc_file=warc_file, warc_offset=warc_offset, warc_length=warc_length)
+            for url, crawl_id, version, status, content_hash, fetched_at, batch_id, error,
+            warc_file, warc_offset, warc_length in rows
         ]

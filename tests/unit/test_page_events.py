@@ -45,8 +45,12 @@ def test_every_landed_version_is_one_event_keyed_by_url(settings, store):
         loop.crawler.frontier.register(crawl_request("ev", server.base_url + "/", max_pages=1000, max_depth=50))
         loop.run_until_idle()
     events = subscribed_events(settings, settings.topic_partitions)
-    rows = store.query("SELECT url, version, status, content_hash, batch_id FROM pages WHERE crawl_id = 'ev'")
-    assert sorted((e.url, e.version, e.status, e.content_hash, e.batch_id) for _, e in events) == sorted(rows)
+    rows = store.query("SELECT url, version, status, content_hash, batch_id, warc_file, warc_offset, warc_length "
+                       "FROM pages WHERE crawl_id = 'ev'")
+    assert sorted((e.url, e.version, e.status, e.content_hash, e.batch_id, e.warc_file, e.warc_offset,
+                   e.warc_length) for _, e in events) == sorted(rows)
+    # The pointer leads to the version's archived response (the 404 page has one too).
+    assert all(e.warc_file and e.warc_length for _, e in events if e.status is not None)
     assert all(key == e.url.encode() and e.crawl_id == "ev" for key, e in events)
     recorded = store.query("SELECT sum(events), count(*) FROM page_event_batches")[0]
     assert recorded == (len(rows), len({row[4] for row in rows}))
