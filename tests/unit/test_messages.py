@@ -25,7 +25,7 @@ REQUEST = CrawlRequest("c-1", ("http://a.example/", "http://b.example/x"), 500, 
 FRONTIER = FrontierURL("c-1", "http://a.example/page?x=1", 2)
 LETTER = DeadLetter.for_payload("not JSON: boom", "crawl.frontier", 3, 42, b"\x00\xffraw")
 EVENT = PageEvent("http://a.example/p", "c-1", 2, 200, "ab" * 32, "2026-12-01T10:00:00.5Z", "e0.p1-0-50",
-                  None, "c-1/e0.p1-0-50-s0.warc.gz", 1024, 733)
+                  None, "2026-12-01/e0.p1-0-50-s0-3f9c0a1b2c4d.warc.gz", 1024, 733)
 FAILED_EVENT = PageEvent("http://a.example/q", "c-1", 1, None, "cd" * 32, "2026-12-01T10:00:01Z", "e0.p1-0-50",
                          "timeout: read timed out")
 FULL_REQUEST = CrawlRequest("c-2", ("http://a.example/",), 10, 0, "any", 1_700_000_000.0, ("/docs/",),
@@ -50,7 +50,7 @@ WIRE = [
     (EVENT, decode_page_event,
      b'{"url":"http://a.example/p","crawl_id":"c-1","version":2,"status":200,"content_hash":"' + b"ab" * 32 +
      b'","fetched_at":"2026-12-01T10:00:00.5Z","batch_id":"e0.p1-0-50","error":null,'
-     b'"warc_file":"c-1/e0.p1-0-50-s0.warc.gz","warc_offset":1024,"warc_length":733,"type":"page","v":1}'),
+     b'"warc_file":"2026-12-01/e0.p1-0-50-s0-3f9c0a1b2c4d.warc.gz","warc_offset":1024,"warc_length":733,"type":"page","v":1}'),
     (FAILED_EVENT, decode_page_event,
      b'{"url":"http://a.example/q","crawl_id":"c-1","version":1,"status":null,"content_hash":"' + b"cd" * 32 +
      b'","fetched_at":"2026-12-01T10:00:01Z","batch_id":"e0.p1-0-50","error":"timeout: read timed out",'
