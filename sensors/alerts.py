@@ -99,26 +99,30 @@ def _submitted_crawl(run_config: dict[str, object]) -> list[str]:
     return []
 
 
+def _crawls_of(settings: Settings, batches: list[str]) -> list[str]:
+    """The crawls of ``batches``: from the lake, else from their messages on the frontier topic."""
+    if not batches:
+        return []
+    bus = KafkaBus.from_settings(settings)
+    try:
+        return crawls_of_batches(CrawlStore.from_settings(settings), batches, bus)
+    finally:
+        bus.close()
+
+
 def failed_run_alert(context: RunFailureSensorContext, settings: Settings) -> Alert:
     """The alert of one failed run: a quality run's checks errored, or a run failed (a batch run
     names its batch and the crawls of its URLs)."""
     run = context.dagster_run
     links = UILinks(settings.ui_url)
     error = _failure_text(context)
-    store = CrawlStore.from_settings(settings)
     if run.job_name == crawl_quality_job.name:
         batches = _quality_batches(dict(run.run_config))
         checks = sorted(run.asset_check_selection or QUALITY_CHECKS, key=lambda k: k.name)
         return check_errored(links, run_id=run.run_id, checks=[(k.asset_key.to_user_string(), k.name) for k in checks],
-                             error=error, crawls=crawls_of_batches(store, batches), batches=batches)
+                             error=error, crawls=_crawls_of(settings, batches), batches=batches)
     partition = run.tags.get("dagster/partition")
-    crawls = _submitted_crawl(dict(run.run_config))
-    if partition and not crawls:
-        bus = KafkaBus.from_settings(settings)
-        try:
-            crawls = crawls_of_batches(store, [partition], bus)
-        finally:
-            bus.close()
+    crawls = _submitted_crawl(dict(run.run_config)) or _crawls_of(settings, [partition] if partition else [])
     retry = None
     if context.instance.run_retries_enabled:
         attempt = int(run.tags.get("dagster/retry_number", "0")) + 1
