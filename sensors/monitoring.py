@@ -36,7 +36,10 @@ FRONTIER_SENSOR = "frontier_sensor"
 
 def frontier_sensor_cursor(instance: DagsterInstance) -> str | None:
     """The frontier sensor's stored cursor (the offsets it handed to batch runs), None before its
-    first tick; with several code locations, the one that ticked last."""
+    first tick (or on an instance without schedule storage); with several code locations, the one
+    that ticked last."""
+    if instance.schedule_storage is None:
+        return None
     states = [s for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
               if s.name == FRONTIER_SENSOR and s.instigator_data is not None]
     if not states:
