@@ -42,6 +42,12 @@ def _observe(instance, cursor=None) -> tuple[dict, str]:
     (event,) = result.asset_events
     assert isinstance(event, AssetObservation)
     assert event.asset_key == AssetKey("crawl_progress")
+    # What the daemon does with a tick's asset events; the UI plots the stored observations.
+    before = len(instance.fetch_observations(AssetKey("crawl_progress"), limit=100).records)
+    instance.report_runless_asset_event(event)
+    (latest, *_rest) = instance.fetch_observations(AssetKey("crawl_progress"), limit=100).records
+    assert before + 1 == len([latest, *_rest])
+    assert latest.asset_observation.metadata == event.metadata
     return {k: v.value for k, v in event.metadata.items()}, result.cursor
 
 
