@@ -4,14 +4,16 @@ Each turns what Dagster or the lake saw into an engine :class:`~crawl_platform.a
 and hands it to the :class:`~crawl_platform.alerting.senders.Notifier` (webhook and/or e-mail,
 ``CRAWL_ALERT_*``). Deduplication lives in the cursors:
 - ``run_failure_alert_sensor`` (Dagster's ``@run_failure_sensor``) sees each failed run once; a
-  failed quality run is reported as its checks erroring. An alert no channel took fails the
-  sensor's evaluation, which Dagster records on the tick and in the failed run's log;
+  failed quality run is reported as its checks erroring. An alert no channel took is parked in
+  an outbox in the instance's key-value store, which ``stall_alert_sensor`` sends again every
+  minute until a channel takes it;
 - ``quality_alert_sensor`` keeps the id of the last check execution it saw and sends one alert
   per run whose checks failed; its first tick only sets the cursor (no alerts for old history);
 - ``stall_alert_sensor`` keeps the stalls it alerted (a :class:`StallLedger`): one stall is one
   alert; an alert no channel took is tried again at the next tick.
 """
 
+import threading
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 from dagster import (
     AssetCheckKey,
     AssetKey,
+    DagsterInstance,
     DefaultSensorStatus,
     RunFailureSensorContext,
     SensorEvaluationContext,
@@ -32,7 +35,7 @@ from dagster_shared.error import SerializableErrorInfo
 
 from crawl_platform.alerting.affected import crawls_of_batches
 from crawl_platform.alerting.alerts import Alert, UILinks, check_errored, check_failed, crawl_stalled, run_failed
-from crawl_platform.alerting.senders import Notifier
+from crawl_platform.alerting.senders import AlertOutbox, Notifier
 from crawl_platform.alerting.stalls import StallLedger, find_stalls
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.config import Settings
@@ -45,10 +48,8 @@ from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 QUALITY_CHECKS = [AssetCheckKey(AssetKey("pages"), "pages_quality"),
                   AssetCheckKey(AssetKey("documents"), "documents_quality")]
 CHECK_HISTORY = 200  # executions per check read each tick (a quality run every 30 s makes two)
-
-
-class AlertUndeliveredError(RuntimeError):
-    """No configured channel took an alert (each channel's reason follows)."""
+OUTBOX_KEY = "crawl_platform/alert_outbox"
+_OUTBOX_LOCK = threading.Lock()  # the sensors of one code location evaluate in threads of one process
 
 
 def deliver(context_log: Any, settings: Settings, alert: Alert) -> bool:
@@ -62,6 +63,32 @@ def deliver(context_log: Any, settings: Settings, alert: Alert) -> bool:
     for error in delivery.errors:
         context_log.warning(f"alert not delivered: {error}")
     return delivery.ok
+
+
+def park(instance: DagsterInstance, alert: Alert) -> None:
+    """Keep an undelivered alert in the instance's outbox (sent again by :func:`flush_outbox`)."""
+    with _OUTBOX_LOCK:
+        storage = instance.daemon_cursor_storage
+        outbox = AlertOutbox.decode(storage.get_cursor_values({OUTBOX_KEY}).get(OUTBOX_KEY))
+        outbox.park(alert)
+        storage.set_cursor_values({OUTBOX_KEY: outbox.encode()})
+
+
+def flush_outbox(instance: DagsterInstance, settings: Settings, context_log: Any) -> int:
+    """Send the parked alerts again; returns how many are still waiting."""
+    with _OUTBOX_LOCK:
+        storage = instance.daemon_cursor_storage
+        raw = storage.get_cursor_values({OUTBOX_KEY}).get(OUTBOX_KEY)
+        outbox = AlertOutbox.decode(raw)
+        if not outbox.alerts:
+            return 0
+        sent, errors = outbox.flush(Notifier.from_settings(settings))
+        for error in errors:
+            context_log.warning(f"parked alert still not delivered: {error}")
+        if sent:
+            context_log.info(f"sent {sent} parked alert(s)")
+            storage.set_cursor_values({OUTBOX_KEY: outbox.encode()})
+        return len(outbox.alerts)
 
 
 def _root_error(error: SerializableErrorInfo | None) -> str:
@@ -141,7 +168,8 @@ def run_failure_alert_sensor(context: RunFailureSensorContext, crawl: CrawlSetti
     settings = crawl.settings()
     alert = failed_run_alert(context, settings)
     if not deliver(context.log, settings, alert):
-        raise AlertUndeliveredError(f"alert for run {context.dagster_run.run_id} not delivered on any channel")
+        park(context.instance, alert)
+        context.log.warning(f"alert for run {context.dagster_run.run_id} parked: it is sent again every minute")
 
 
 def _check_failures(records: Sequence[Any]) -> list[tuple[str, str, str]]:
@@ -199,10 +227,12 @@ def quality_alert_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsR
 @sensor(
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
-    description="Alerts once per stall: a crawl with pending URLs and none finished for CRAWL_STALL_MINUTES.",
+    description="Alerts once per stall: a crawl with pending URLs and none finished for CRAWL_STALL_MINUTES; "
+    "sends parked alerts again.",
 )
 def stall_alert_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
+    waiting = flush_outbox(context.instance, settings, context.log)
     store = CrawlStore.from_settings(settings)
     if not store.exists():
         return SkipReason("no lake yet")
@@ -216,5 +246,5 @@ def stall_alert_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsRes
         if deliver(context.log, settings, alert):
             sent.append(stall)
     ledger.settle(stalls, sent)
-    return SensorResult(skip_reason=f"{len(stalls)} stalled crawl(s), {len(sent)} alerted now",
-                        cursor=ledger.encode())
+    return SensorResult(skip_reason=f"{len(stalls)} stalled crawl(s), {len(sent)} alerted now, "
+                                    f"{waiting} parked alert(s) waiting", cursor=ledger.encode())

@@ -10,6 +10,7 @@ Neighbours: :mod:`.senders` delivers the text, the sensors in ``sensors/alerts.p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,6 +51,20 @@ class Alert:
         lines += self.details
         lines += [f"{label}: {url}" for label, url in self.links]
         return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind.value, "title": self.title, "crawls": list(self.crawls),
+                           "details": list(self.details), "links": [list(link) for link in self.links]})
+
+    @classmethod
+    def from_json(cls, raw: str) -> Alert:
+        """Inverse of :meth:`to_json` (raises ValueError on anything else)."""
+        try:
+            body = json.loads(raw)
+            return cls(AlertKind(body["kind"]), str(body["title"]), tuple(body["crawls"]), tuple(body["details"]),
+                       tuple((str(label), str(url)) for label, url in body["links"]))
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"not an alert: {raw[:80]!r}") from err
 
 
 @dataclass(frozen=True)

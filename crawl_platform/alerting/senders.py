@@ -2,15 +2,17 @@
 
 Each sender delivers one :class:`~.alerts.Alert` or raises :class:`AlertDeliveryError` with a
 one-line reason. :class:`Notifier` holds the configured senders (``CRAWL_ALERT_WEBHOOK_URL``,
-``CRAWL_ALERT_SMTP_*``, ``CRAWL_ALERT_EMAIL_*``) and tries every one; the caller (an alert
-sensor) records the alert as sent once any channel took it, and keeps it to retry on the next
-tick when every channel failed, so a webhook that is down delays alerts instead of losing them.
-The webhook body is ``{"text": ...}``, which Slack, Mattermost, Rocket.Chat and Teams' Slack
-connector accept; the e-mail is plain text. The SMTP password is a secret and is never logged.
+``CRAWL_ALERT_SMTP_*``, ``CRAWL_ALERT_EMAIL_*``) and tries every one; an alert counts as sent once
+any channel took it. One that no channel took is kept and sent again later (the caller's cursor,
+or an :class:`AlertOutbox` for alerts about events seen once, such as a failed run), so a webhook
+that is down delays alerts instead of losing them. The webhook body is ``{"text": ...}``, which
+Slack, Mattermost and Rocket.Chat incoming webhooks accept; the e-mail is plain text. The SMTP
+password is a secret and is never logged.
 """
 
 from __future__ import annotations
 
+import json
 import smtplib
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -136,3 +138,39 @@ class Notifier:
             else:
                 delivery.delivered.append(sender.name)
         return delivery
+
+
+@dataclass
+class AlertOutbox:
+    """Alerts no channel took yet, oldest first; stored as JSON wherever the caller keeps state."""
+
+    alerts: list[Alert] = field(default_factory=list)
+
+    MAX_ALERTS = 500  # an outage longer than this many alerts keeps the newest
+
+    @classmethod
+    def decode(cls, raw: str | None) -> AlertOutbox:
+        try:
+            return cls([Alert.from_json(item) for item in json.loads(raw or "[]")])
+        except (ValueError, TypeError):
+            return cls()
+
+    def encode(self) -> str:
+        return json.dumps([alert.to_json() for alert in self.alerts[-self.MAX_ALERTS:]])
+
+    def park(self, alert: Alert) -> None:
+        self.alerts.append(alert)
+
+    def flush(self, notifier: Notifier) -> tuple[int, list[str]]:
+        """Send the parked alerts in order until one is not taken (the channels are still down:
+        trying the rest would only wait out more timeouts); keep that one and the rest. Returns
+        how many went out and the channels' errors."""
+        sent = 0
+        for alert in self.alerts:
+            delivery = notifier.send(alert)
+            if not delivery.ok:
+                self.alerts = self.alerts[sent:]
+                return sent, delivery.errors
+            sent += 1
+        self.alerts = []
+        return sent, []

@@ -161,3 +161,27 @@ def test_a_stalled_crawl_alerts_once_per_stall(crawl_env, bus, site, instance, w
     assert len(webhook.posts) == 2
     assert webhook.texts()[1].splitlines()[0] == "[crawl-platform] Crawl stalled: shop-4"
     assert "URLs pending" in webhook.texts()[1]
+
+
+def test_a_failed_run_alert_no_channel_took_is_sent_again_once_the_webhook_is_back(
+        crawl_env, bus, site, instance, webhook, monkeypatch):
+    export_settings(alert_settings(crawl_env, webhook), monkeypatch)
+    _submit_and_register(bus, crawl_env, instance, site, "shop-5")
+    key = _first_batch(bus, crawl_env, instance)
+    run = create_run_for_test(instance, job_name="crawl_batch_job", status=DagsterRunStatus.STARTED,
+                              tags={"dagster/partition": key})
+    instance.report_run_failed(run, message="Run worker process died (exit code -9)")
+    webhook.status = 503  # the chat service is down when the run fails
+    run_failure_alert_sensor(_failure_context(instance, run))
+    assert len(webhook.posts) == 1
+
+    cursor = _sensor_tick(stall_alert_sensor, instance).cursor  # still down: kept
+    assert len(webhook.posts) == 2
+    webhook.status = 200
+    cursor = _sensor_tick(stall_alert_sensor, instance, cursor).cursor
+    assert len(webhook.posts) == 3
+    assert webhook.texts()[2].splitlines()[:2] == ["[crawl-platform] Run failed: crawl_batch_job (crawl shop-5)",
+                                                   "Crawl: shop-5"]
+    assert webhook.texts()[2] == webhook.texts()[0]
+    _sensor_tick(stall_alert_sensor, instance, cursor)
+    assert len(webhook.posts) == 3  # sent once, then gone from the outbox

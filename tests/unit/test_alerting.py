@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from crawl_platform.alerting.alerts import UILinks, check_failed, crawl_stalled, run_failed
-from crawl_platform.alerting.senders import EmailSender, Notifier
+from crawl_platform.alerting.senders import AlertOutbox, EmailSender, Notifier
 from crawl_platform.alerting.stalls import StallLedger, find_stalls
 from crawl_platform.frontier.read_model import CrawlStatus
 from tests.conftest import alert_settings
@@ -144,3 +144,21 @@ def test_a_stall_whose_alert_was_not_delivered_is_tried_again():
     ledger = StallLedger()
     ledger.settle(stalls, sent=[])
     assert ledger.new(stalls) == stalls
+
+
+def test_parked_alerts_round_trip_and_go_out_in_order_once_a_channel_is_back(store_settings, webhook):
+    outbox = AlertOutbox.decode(None)
+    first, second = _run_alert(), crawl_stalled(LINKS, crawl_id="c", pending=1, idle_minutes=20,
+                                                last_progress=datetime(2026, 1, 1, 12, 0))
+    outbox.park(first)
+    outbox.park(second)
+    outbox = AlertOutbox.decode(outbox.encode())
+    assert outbox.alerts == [first, second]
+    notifier = Notifier.from_settings(alert_settings(store_settings, webhook))
+    webhook.status = 500
+    assert outbox.flush(notifier) == (0, [f"webhook {webhook.url}: HTTP 500 'ok'"])
+    assert len(webhook.posts) == 1  # stops at the first refusal
+    webhook.status = 200
+    assert outbox.flush(notifier) == (2, [])
+    assert outbox.alerts == []
+    assert webhook.texts()[1:] == [first.text, second.text]
