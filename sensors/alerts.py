@@ -13,6 +13,7 @@ and hands it to the :class:`~crawl_platform.alerting.senders.Notifier` (webhook 
   alert; an alert no channel took is tried again at the next tick.
 """
 
+import re
 import threading
 from collections.abc import Sequence
 from datetime import timedelta
@@ -92,19 +93,25 @@ def flush_outbox(instance: DagsterInstance, settings: Settings, context_log: Any
 
 
 def _root_error(error: SerializableErrorInfo | None) -> str:
-    """The innermost cause's first line (the user's exception, not Dagster's wrapper)."""
+    """The innermost cause's first line (the user's exception, not Dagster's wrapper), its class
+    without the module path: ``StoreBusyError: ...``."""
     while error is not None and error.cause is not None:
         error = error.cause
-    return error.message.strip().splitlines()[0] if error is not None and error.message.strip() else ""
+    if error is None or not error.message.strip():
+        return ""
+    return re.sub(r"^[\w.]+\.(\w+):", r"\1:", error.message.strip().splitlines()[0])
 
 
 def _failure_text(context: RunFailureSensorContext) -> str:
-    steps = []
+    """What broke: each failed step's error (steps failing alike in one line), else the run's
+    failure message (run monitoring's reason when a worker died)."""
+    by_error: dict[str, list[str]] = {}
     for event in context.get_step_failure_events():
-        data = event.step_failure_data
-        steps.append(f"step {event.step_key}: {_root_error(data.error) or 'failed'}")
-    if steps:
-        return "; ".join(steps)
+        error = _root_error(event.step_failure_data.error) or "failed"
+        by_error.setdefault(error, []).append(str(event.step_key))
+    if by_error:
+        return "; ".join(f"step{'s' if len(steps) > 1 else ''} {', '.join(sorted(steps))}: {error}"
+                         for error, steps in by_error.items())
     return context.failure_event.message or "the run failed"
 
 

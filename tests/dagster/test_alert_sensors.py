@@ -98,8 +98,9 @@ def test_a_quality_run_that_errors_alerts_its_checks_with_their_links(
     lines = text.splitlines()
     assert lines[0] == "[crawl-platform] Quality check errored: documents_quality, pages_quality (crawl shop-2)"
     assert lines[1] == "Crawl: shop-2"  # read back from the batch's Kafka messages, the lake being out of reach
-    assert lines[2].startswith("What broke: step ")
-    assert "no_such_catalog" in lines[2]
+    assert lines[2].startswith("What broke: steps documents_documents_quality, pages_pages_quality: "
+                               "StoreUnavailableError: cannot open the lake postgres:dbname=no_such_catalog ")
+    assert 'database "no_such_catalog" does not exist' in lines[2]
     assert lines[3] == f"Batches: {key}"
     assert lines[4:] == [
         f"Check documents_quality: {UI}/assets/documents?view=checks&checkDetail=documents_quality",
