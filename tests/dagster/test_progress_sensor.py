@@ -92,12 +92,15 @@ def test_progress_is_observed_per_crawl_with_the_frontier_lag(crawl_env, bus, si
         extra = [FrontierURL("mon-1", f"{site.base_url}/extra-{i}", 1) for i in range(3)]
         assert all(publish_frontier(bus, extra))
 
-        figures, cursor = _observe(instance, _earlier(cursor, 60))
+        previous = _earlier(cursor, 60)
+        figures, cursor = _observe(instance, previous)
+        elapsed = json.loads(cursor)["at"] - json.loads(previous)["at"]  # a minute, and the batch's seconds
         links = figures["mon-1/pending"]
         assert links > 0  # the seed's links, admitted and published
         assert figures["mon-1/fetched"] == 1
         assert figures["fetched"] == 1
-        assert figures["pages_per_second"] == round(1 / 60, 2)
+        assert figures["pages_per_second"] == round(1 / elapsed, 2)
+        assert figures["mon-1/pages_per_second"] == round(1 / elapsed, 2)
         watermarks = bus.watermarks(crawl_env.frontier_topic)
         handed_out, _epoch = decode_cursor(tick.cursor)
         assert figures["frontier_lag"] == sum(high - handed_out.get(p, 0) for p, (_low, high) in watermarks.items())
