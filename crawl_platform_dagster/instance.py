@@ -80,6 +80,9 @@ sensors:
   num_workers: 4
 telemetry:
   enabled: false
+# A fresh UI opens on the platform's assets, not on Dagster's community sign-up dialog.
+nux:
+  enabled: false
 """
     )
     return path

@@ -20,6 +20,7 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
+from tests.sites.alert_receivers import SMTPReceiver, WebhookReceiver
 
 POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -122,3 +123,29 @@ def lake_catalog(postgres_url: str, user: str = "postgres") -> str:
 def postgres_url() -> Iterator[str]:
     with fresh_postgres_database() as url:
         yield url
+
+
+@pytest.fixture
+def webhook() -> Iterator[WebhookReceiver]:
+    """A webhook receiver on loopback that records the alerts POSTed to it."""
+    with WebhookReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[SMTPReceiver]:
+    """An SMTP server on loopback (aiosmtpd) that records the alert mails it accepts."""
+    with SMTPReceiver() as receiver:
+        yield receiver
+
+
+def alert_settings(settings: Settings, webhook: WebhookReceiver | None = None,
+                   smtp: SMTPReceiver | None = None, **overrides: object) -> Settings:
+    """``settings`` sending alerts to the test's receivers."""
+    update: dict[str, object] = {"ui_url": "http://ui.test:3000"}
+    if webhook is not None:
+        update["alert_webhook_url"] = webhook.url
+    if smtp is not None:
+        update.update(alert_smtp_host=smtp.host, alert_smtp_port=smtp.port, alert_email_from="crawler@test.local",
+                      alert_email_to=["ops@test.local", "oncall@test.local"])
+    return settings.model_copy(update={**update, **overrides})

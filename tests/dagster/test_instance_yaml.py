@@ -72,3 +72,16 @@ def test_the_writer_pool_limit_can_be_set_below_the_run_slots(tmp_path):
     write_instance_yaml(tmp_path, max_concurrent_runs=4, writer_pool_limit=1)
     with DagsterInstance.from_config(str(tmp_path)) as instance:
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
+
+
+def test_a_fresh_ui_opens_on_the_platform_not_on_the_community_sign_up_dialog(tmp_path, monkeypatch):
+    write_instance_yaml(tmp_path / "written")
+    with DagsterInstance.from_config(str(tmp_path / "written")) as instance:
+        assert instance.nux_enabled is False
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    shutil.copy(REPO / "deploy" / "dagster.yaml", shipped / "dagster.yaml")
+    for name in ("DAGSTER_PG_HOST", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_DB"):
+        monkeypatch.setenv(name, "x")
+    config, _cls = dagster_instance_config(str(shipped))
+    assert config["nux"] == {"enabled": False}
