@@ -19,6 +19,7 @@ from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader, ShardFetcher
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.revisits import RevisitPolicy
 
 
 class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself
@@ -55,7 +56,7 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
 
     def batch_lander(self) -> BatchLander:
         store = self.store()
-        return BatchLander(store, FrontierReadModel(store).batch_landed)
+        return BatchLander(store, FrontierReadModel(store).batch_landed, RevisitPolicy.from_settings(self.settings()))
 
     def batch_crawler(self) -> BatchCrawler:
         return BatchCrawler.from_settings(self.settings())

@@ -32,6 +32,7 @@ from crawl_platform.parse.html import ParsedPage, ParserEngine, parse_html
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
 from crawl_platform.store.landing import LandedBatch, land_batch, latest_validators
+from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
 
 
@@ -221,9 +222,11 @@ class ShardFetcher:
 class BatchLander:
     """Lands a batch in one store transaction: the only step of a batch that writes pages."""
 
-    def __init__(self, store: CrawlStore, batch_landed: Callable[[str], bool]) -> None:
+    def __init__(self, store: CrawlStore, batch_landed: Callable[[str], bool],
+                 revisit: RevisitPolicy = DEFAULT_REVISITS) -> None:
         self.store = store
         self.batch_landed = batch_landed
+        self.revisit = revisit
 
     def land(self, prepared: PreparedBatch, shards: list[ShardResult]) -> BatchReport:
         report = prepared.report
@@ -237,7 +240,7 @@ class BatchLander:
             for phase, seconds in shard.seconds.items():
                 report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
         clock = time.perf_counter()
-        landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts)
+        landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, self.revisit)
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, prepared.items, results, landed)
         return report
@@ -277,7 +280,8 @@ class BatchCrawler:
     :class:`BatchLander` in a row, then :func:`expand_batch`. A Dagster run executes the same
     parts as separate steps (the fetch shards in parallel on a distributed executor)."""
 
-    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml") -> None:
+    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
+                 revisit: RevisitPolicy = DEFAULT_REVISITS) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -285,12 +289,12 @@ class BatchCrawler:
         read_model = FrontierReadModel(store)
         self.reader = BatchReader(bus, store, read_model)
         self.shard_fetcher = ShardFetcher(fetcher, parser)
-        self.lander = BatchLander(store, read_model.batch_landed)
+        self.lander = BatchLander(store, read_model.batch_landed, revisit)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BatchCrawler:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
-                   Fetcher.from_settings(settings), settings.parser)
+                   Fetcher.from_settings(settings), settings.parser, RevisitPolicy.from_settings(settings))
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:
