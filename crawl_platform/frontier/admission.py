@@ -130,8 +130,8 @@ class Admission:
     def admit(self, crawl_id: str, urls: list[str], depth: int) -> Admitted:
         """Admit already scope-checked URLs of a crawl at ``depth`` (e.g. from its sitemaps); the
         crawl's page caps apply."""
-        candidates = [(crawl_id, url, depth) for url in urls]
         with self.store.write() as con:
+            candidates = drop_not_due(con, [(crawl_id, url, depth) for url in urls])
             admitted = self._admit(con, candidates)
         return Admitted(admitted, len(candidates))
 

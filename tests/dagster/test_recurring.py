@@ -71,3 +71,23 @@ def test_a_crawl_whose_last_pass_is_older_than_one_and_a_half_periods_fails_the_
     assert result.severity == AssetCheckSeverity.WARN
     assert result.description == "behind schedule: hourly"
     assert plan_due_passes(store, later).passes == []  # a pass still running is not overlapped
+
+
+def test_a_tick_with_nothing_due_skips_but_still_reports_freshness(crawl_env, store, bus):
+    frontier = Frontier(store, bus)
+    _register(frontier, "hourly", 0.2, every="1h")
+    context = build_sensor_context(resources={"crawl_store": CrawlStoreResource()})
+    result = recurring_crawls(context)
+    assert result.run_requests == []
+    assert result.skip_reason.skip_message == "no recurring crawl is due"
+    tick = recurring_crawls.evaluate_tick(build_sensor_context(resources={"crawl_store": CrawlStoreResource()}))
+    assert tick.skip_message == "no recurring crawl is due"
+    assert [e.check_name for e in tick.asset_events] == ["recurring_crawls_on_schedule"]
+    [evaluation] = result.asset_events
+    assert evaluation.passed
+    assert evaluation.metadata["late_crawls"].value == "-"
+
+
+def test_no_recurring_crawl_is_one_skip_reason(crawl_env):
+    result = recurring_crawls(build_sensor_context(resources={"crawl_store": CrawlStoreResource()}))
+    assert result.skip_reason.skip_message == "no recurring crawls"

@@ -4,15 +4,17 @@ on a loopback site whose pages change at different rates; time is injected, neve
 from __future__ import annotations
 
 from collections import Counter
-from datetime import timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from crawl_platform.bus.memory import InMemoryBus
+from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.pipeline.schedules import plan_due_passes
 from crawl_platform.pipeline.submission import build_crawl_request
 from tests.sites.changing import ChangingSite
-from tests.unit.crawl_rows import crawl_loop
+from tests.unit.crawl_rows import crawl_loop, fetch_result, frontier_rows, land, page_html
 
 PAGES = ("/", "/news", "/about", "/static")
 
@@ -63,3 +65,23 @@ def test_often_changing_pages_are_fetched_more_often_than_stable_ones(settings, 
     assert rows["/static"] == (pytest.approx(3600 * 1.4 ** 4), 0)
     assert rows["/about"] == (pytest.approx(3600 * 1.4 ** 4), 0)
     assert store.query("SELECT count(*) FROM pages WHERE url = ?", [changing.base_url + "/about"]) == [(1,)]
+
+
+def test_a_batch_landed_twice_moves_a_url_on_once_and_a_pass_admits_only_unknown_or_due_urls(store, frontier):
+    first = build_crawl_request(["http://a.example/"], crawl_id="fam", every="2h")
+    frontier.register(first)
+    items = [FrontierURL("fam", "http://a.example/", 0)]
+    land(store, "b1", items, [fetch_result("http://a.example/", page_html("home", "/x"))])
+    land(store, "b1", items, [fetch_result("http://a.example/", page_html("home", "/x"))])  # a retry
+    assert store.query("SELECT interval_seconds, changes, next_due_at - checked_at FROM revisits") == [
+        (7200.0, 0, timedelta(hours=2))]
+    t0 = datetime.fromtimestamp(first.submitted_at, UTC).replace(tzinfo=None)
+    soon = build_crawl_request(["http://a.example/"], crawl_id="fam@soon", every="2h")
+    frontier.register(replace(soon, submitted_at=(t0 + timedelta(hours=1)).replace(tzinfo=UTC).timestamp()))
+    assert frontier_rows(store, "fam@soon") == {}  # its seed was fetched an hour ago: not due
+    # URLs found elsewhere (sitemaps) follow the same rule: the known one is not due, the new one enters.
+    frontier.admit("fam@soon", ["http://a.example/", "http://a.example/new"], 1)
+    assert set(frontier_rows(store, "fam@soon")) == {"http://a.example/new"}
+    due = build_crawl_request(["http://a.example/"], crawl_id="fam@due")
+    frontier.register(replace(due, submitted_at=(t0 + timedelta(hours=2)).replace(tzinfo=UTC).timestamp()))
+    assert frontier_rows(store, "fam@due") == {"http://a.example/": (0, "queued")}
