@@ -57,8 +57,8 @@ def update_revisits(con: duckdb.DuckDBPyConnection, checked: pa.Table, policy: R
                    LEFT JOIN crawl_schedules s ON s.crawl_id = split_part(i.crawl_id, '@', 1)
                    GROUP BY ALL)
         SELECT crawl_id, url, depth, interval_seconds, checked_at,
-               checked_at + to_microseconds(CAST(interval_seconds * 1e6 AS BIGINT)) AS next_due_at, changes
-        FROM (SELECT r.crawl_id, r.url, least(r.depth, coalesce(o.depth, r.depth)) AS depth,
+               checked_at + to_microseconds(CAST(interval_seconds * 1e6 AS BIGINT)) AS next_due_at, changes, known
+        FROM (SELECT r.crawl_id, r.url, least(r.depth, coalesce(o.depth, r.depth)) AS depth, o.url IS NOT NULL AS known,
                      greatest({lo}, least({hi}, CASE
                          WHEN o.url IS NULL THEN coalesce(r.period, {policy.default_interval_s})
                          WHEN r.changed THEN (1 - {dec}) * o.interval_seconds + {dec} * {lo}
@@ -69,9 +69,12 @@ def update_revisits(con: duckdb.DuckDBPyConnection, checked: pa.Table, policy: R
               FROM r LEFT JOIN revisits o ON o.crawl_id = r.crawl_id AND o.url = r.url
               WHERE o.url IS NULL OR o.checked_at < r.checked_at)
         """)
-    con.execute("""DELETE FROM revisits WHERE url IN (SELECT url FROM temp.revisit_rows)
-                   AND crawl_id || ' ' || url IN (SELECT crawl_id || ' ' || url FROM temp.revisit_rows)""")
-    con.execute("INSERT INTO revisits SELECT * FROM temp.revisit_rows")
+    known = con.execute("SELECT count(*) FROM temp.revisit_rows WHERE known").fetchone()
+    if known and known[0]:  # a first crawl's batches only insert: no delete files
+        con.execute("""DELETE FROM revisits WHERE url IN (SELECT url FROM temp.revisit_rows WHERE known)
+                       AND crawl_id || ' ' || url IN
+                           (SELECT crawl_id || ' ' || url FROM temp.revisit_rows WHERE known)""")
+    con.execute("INSERT INTO revisits SELECT * EXCLUDE (known) FROM temp.revisit_rows")
     con.execute("DROP TABLE temp.revisit_rows")
     con.unregister("inc_checked")
 
