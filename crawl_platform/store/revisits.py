@@ -79,10 +79,18 @@ def update_revisits(con: duckdb.DuckDBPyConnection, checked: pa.Table, policy: R
     con.unregister("inc_checked")
 
 
+def is_pass(crawl_id: str) -> bool:
+    """A later pass of a family (``<family>@<stamp>``). A family's first crawl needs no revisit
+    filter: every URL its family checked is one it fetched itself, so already in its frontier."""
+    return "@" in crawl_id
+
+
 def pass_candidates(con: duckdb.DuckDBPyConnection, crawl_id: str, seeds: list[str],
                     at: datetime) -> list[tuple[str, str, int]]:
     """What a crawl registered at ``at`` starts with: its family's URLs due by then (at their
     depth) and the seeds the family has not checked or that are due. A first crawl: its seeds."""
+    if not is_pass(crawl_id):
+        return [(crawl_id, url, 0) for url in seeds]
     family = crawl_id.split("@", 1)[0]
     known = {url: (depth, due <= at) for url, depth, due in con.execute(
         "SELECT url, depth, next_due_at FROM revisits WHERE crawl_id = ?", [family]).fetchall()}
@@ -94,10 +102,11 @@ def drop_not_due(con: duckdb.DuckDBPyConnection,
                  candidates: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
     """The candidates (crawl_id, url, depth) less the URLs their crawl's family checked and that are
     not due at the crawl's submission: a pass follows new links only."""
-    if not candidates:
+    passes = [c for c in candidates if is_pass(c[0])]
+    if not passes:
         return candidates
-    con.register("revisit_candidates", pa.table({"crawl_id": [c[0] for c in candidates],
-                                                 "url": [c[1] for c in candidates]}))
+    con.register("revisit_candidates", pa.table({"crawl_id": [c[0] for c in passes],
+                                                 "url": [c[1] for c in passes]}))
     skip = set(con.execute(
         """SELECT k.crawl_id, k.url FROM revisit_candidates k JOIN crawls c USING (crawl_id)
            JOIN revisits r ON r.crawl_id = split_part(k.crawl_id, '@', 1) AND r.url = k.url
