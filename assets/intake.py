@@ -6,6 +6,7 @@ its seeds on the frontier. Materialising ``crawls`` by hand with ``requeue_pendi
 every URL that is known but not fetched, for a broker that lost its data.
 """
 
+from typing import Any
 
 from dagster import (
     AssetExecutionContext,
@@ -19,6 +20,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
@@ -66,6 +68,17 @@ class CrawlRequestConfig(Config):
     max_pages_per_host: int = Field(0, description="Most URLs admitted per host (0: no cap).")
     user_agent: str = Field("", description="User-Agent of this crawl (empty: CRAWL_USER_AGENT).")
     use_sitemaps: bool = Field(False, description="Also seed from the seed hosts' sitemaps.")
+    every: str = Field("", description="Crawl again every interval, e.g. 6h, 1d (empty: not recurring).")
+    cron: str = Field("", description="Crawl again on a 5-field cron schedule, UTC (empty: not recurring).")
+
+
+def request_run_config(request: CrawlRequest) -> dict[str, Any]:
+    """The ``submit_crawl_job`` run config that submits ``request`` again, with every option."""
+    return {"ops": {"submit_crawl_request": {"config": {
+        "seeds": list(request.seeds), "crawl_id": request.crawl_id, "max_pages": request.max_pages,
+        "max_depth": request.max_depth, "scope": request.scope, "allow": list(request.allow_patterns),
+        "deny": list(request.deny_patterns), "max_pages_per_host": request.max_pages_per_host,
+        "user_agent": request.user_agent, "use_sitemaps": request.use_sitemaps}}}}
 
 
 @op
@@ -75,7 +88,8 @@ def submit_crawl_request(context: OpExecutionContext, config: CrawlRequestConfig
         request = build_crawl_request(
             config.seeds, config.crawl_id or None, config.max_pages, config.max_depth, config.scope,
             allow=config.allow, deny=config.deny, max_pages_per_host=config.max_pages_per_host,
-            user_agent=config.user_agent, use_sitemaps=config.use_sitemaps,
+            user_agent=config.user_agent, use_sitemaps=config.use_sitemaps, every=config.every or None,
+            cron=config.cron or None,
         )
     except ValueError as err:  # InvalidURLError is a ValueError
         raise Failure(f"bad crawl request: {err}") from None

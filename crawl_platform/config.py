@@ -306,6 +306,27 @@ class Settings(BaseSettings):
         description="Batch partitions without a run for this long are removed from Dagster (their rows "
         "stay in the lake); 7 matches Kafka's default retention. 0 keeps them all.",
     )
+    # --- Adaptive revisits (README: "Recurring crawls") -------------------------------------------
+    revisit_min_interval: float = Field(
+        60.0, gt=0, validation_alias=AliasChoices("CRAWL_REVISIT_MIN_INTERVAL", "revisit_min_interval"),
+        description="Shortest revisit interval of a URL, in seconds (Nutch's min_interval).",
+    )
+    revisit_max_interval: float = Field(
+        30 * 86400.0, gt=0, validation_alias=AliasChoices("CRAWL_REVISIT_MAX_INTERVAL", "revisit_max_interval"),
+        description="Longest revisit interval of a URL, in seconds.",
+    )
+    revisit_inc_rate: float = Field(
+        0.4, ge=0, validation_alias=AliasChoices("CRAWL_REVISIT_INC_RATE", "revisit_inc_rate"),
+        description="Unchanged content: interval *= 1 + this.",
+    )
+    revisit_dec_rate: float = Field(
+        0.2, ge=0, le=1, validation_alias=AliasChoices("CRAWL_REVISIT_DEC_RATE", "revisit_dec_rate"),
+        description="Changed content: interval = (1 - this) * interval + this * minimum.",
+    )
+    revisit_default_interval: float = Field(
+        86400.0, gt=0, validation_alias=AliasChoices("CRAWL_REVISIT_DEFAULT_INTERVAL", "revisit_default_interval"),
+        description="First interval of a URL whose crawl has no schedule, in seconds.",
+    )
 
     def to_env(self) -> dict[str, str]:
         """Every setting as the environment variable that sets it (hands settings to child processes)."""

@@ -20,6 +20,7 @@ from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.revisits import RevisitPolicy
 
 
 class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself
@@ -61,7 +62,7 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
 
     def batch_lander(self) -> BatchLander:
         store = self.store()
-        return BatchLander(store, FrontierReadModel(store).batch_landed)
+        return BatchLander(store, FrontierReadModel(store).batch_landed, RevisitPolicy.from_settings(self.settings()))
 
     def batch_crawler(self) -> BatchCrawler:
         return BatchCrawler.from_settings(self.settings())

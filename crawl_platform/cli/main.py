@@ -1,4 +1,4 @@
-"""The engine's commands of the ``crawl-platform`` command line: ``crawl`` and ``status``, and the
+"""The engine's commands of the ``crawl-platform`` command line: ``crawl``, ``schedule`` and ``status``, the
 lake commands ``sql``, ``backup``, ``restore`` and ``migrate`` (run by :mod:`crawl_platform.cli.lake`),
 and the archive commands ``show`` and ``export`` (:mod:`crawl_platform.cli.archive`).
 
@@ -29,6 +29,7 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli import archive, lake
 from crawl_platform.config import Settings
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
+from crawl_platform.frontier.schedules import UnknownCrawlError, parse_schedule, set_schedule
 from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, register_now, submit_crawl
 from crawl_platform.store.console import QueryError
 from crawl_platform.store.database import CrawlStore
@@ -91,8 +92,17 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
     crawl.add_argument("--user-agent", default="", help="User-Agent of this crawl (default: CRAWL_USER_AGENT)")
     crawl.add_argument("--sitemaps", action="store_true",
                        help="also seed from the seed hosts' sitemaps (robots.txt Sitemap: lines, /sitemap.xml)")
+    crawl.add_argument("--every", metavar="INTERVAL", help="crawl again every INTERVAL, e.g. 6h, 1d, 1h30m")
+    crawl.add_argument("--cron", metavar="CRON", help='crawl again on a 5-field cron schedule (UTC), e.g. "0 * * * *"')
     crawl.add_argument("--wait", action="store_true", help="block until the crawl has no pending URLs")
     crawl.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N seconds (0: never)")
+
+    schedule = sub.add_parser("schedule", help="crawl a crawl again on a schedule, or stop it")
+    schedule.add_argument("crawl_id", metavar="CRAWL_ID", help="the crawl (any of its passes)")
+    when = schedule.add_mutually_exclusive_group(required=True)
+    when.add_argument("--every", metavar="INTERVAL", help="every INTERVAL, e.g. 6h, 1d, 1h30m")
+    when.add_argument("--cron", metavar="CRON", help='on a 5-field cron schedule (UTC), e.g. "0 * * * *"')
+    when.add_argument("--off", action="store_true", help="no more recurring passes")
 
     status = sub.add_parser("status", help="pending, fetched, failed and pages/s per crawl")
     status.add_argument("--crawl-id", help="only this crawl")
@@ -141,6 +151,8 @@ def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command
 def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
     if args.command == "crawl":
         return _crawl(settings, args)
+    if args.command == "schedule":
+        return _schedule(settings, args)
     if args.command in lake.COMMANDS:
         return lake.COMMANDS[args.command](settings, args)
     if args.command in archive.COMMANDS:
@@ -153,7 +165,7 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
         request = build_crawl_request(
             args.urls, args.crawl_id, args.max_pages, args.max_depth, args.scope, allow=args.allow,
             deny=args.deny, max_pages_per_host=args.max_pages_per_host, user_agent=args.user_agent,
-            use_sitemaps=args.sitemaps,
+            use_sitemaps=args.sitemaps, every=args.every, cron=args.cron,
         )
     except InvalidURLError as exc:  # nothing is enqueued when any seed is bad
         return fail(f"bad seed: {exc}", EXIT_USAGE)
@@ -170,6 +182,22 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
     if not args.wait:
         return 0
     return wait_for_crawl(FrontierReadModel(store), request.crawl_id, args.timeout)
+
+
+def _schedule(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        schedule = None if args.off else parse_schedule(args.every, args.cron)
+    except ValueError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    store = CrawlStore.from_settings(settings)
+    if not store.exists():
+        return fail(f"no crawl {args.crawl_id!r} (no lake at {store.location.catalog})", EXIT_USAGE)
+    try:
+        family = set_schedule(store, args.crawl_id, schedule)
+    except UnknownCrawlError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    print(f"crawl {family}: " + (f"recurring, {schedule.describe()}" if schedule else "no recurring passes"))
+    return 0
 
 
 def wait_for_crawl(read_model: FrontierReadModel, crawl_id: str, timeout_s: float = 0, poll_s: float = 1.0) -> int:

@@ -19,9 +19,11 @@ import duckdb
 import pyarrow as pa
 
 from crawl_platform.bus.messages import CrawlRequest, FrontierURL
+from crawl_platform.frontier.schedules import record_schedule
 from crawl_platform.frontier.state_store import URLStateStore, utc_now
 from crawl_platform.frontier.states import BatchOutcome, sql_list
 from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.revisits import drop_not_due, pass_candidates
 from crawl_platform.urls import CrawlScope, canonicalize, host_of
 
 # Items whose page's links are followed: an error page (a 404 with a body) has links too.
@@ -86,7 +88,10 @@ class Admission:
                  list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
                  request.user_agent, request.use_sitemaps, request.crawl_id],
             )
-            admitted = self._admit(con, [(request.crawl_id, url, 0) for url in seeds])
+            record_schedule(con, request)
+            # A pass of a recurring crawl starts from what is due, not from the whole site.
+            submitted = datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None)
+            admitted = self._admit(con, pass_candidates(con, request.crawl_id, seeds, submitted))
         return Admitted(admitted, len(seeds))
 
     def expand(self, batch_id: str) -> Admitted:
@@ -116,7 +121,8 @@ class Admission:
                        WHERE crawl_id IN (SELECT crawl_id FROM batch_items WHERE batch_id = $1)""",
                     [batch_id]).fetchall()
             }
-            candidates = [(crawl_id, url, depth) for crawl_id, url, depth in rows if scopes[crawl_id].admits(url)]
+            candidates = drop_not_due(con, [(crawl_id, url, depth) for crawl_id, url, depth in rows
+                                            if scopes[crawl_id].admits(url)])
             admitted = self._admit(con, candidates)
             self.states.close_batch(con, batch_id)
         return Admitted(admitted, len(candidates))
@@ -124,8 +130,8 @@ class Admission:
     def admit(self, crawl_id: str, urls: list[str], depth: int) -> Admitted:
         """Admit already scope-checked URLs of a crawl at ``depth`` (e.g. from its sitemaps); the
         crawl's page caps apply."""
-        candidates = [(crawl_id, url, depth) for url in urls]
         with self.store.write() as con:
+            candidates = drop_not_due(con, [(crawl_id, url, depth) for url in urls])
             admitted = self._admit(con, candidates)
         return Admitted(admitted, len(candidates))
 

@@ -35,6 +35,7 @@ from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublis
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
 from crawl_platform.store.landing import LandedBatch, land_batch, latest_validators
+from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
 
 
@@ -237,9 +238,11 @@ class ShardFetcher:
 class BatchLander:
     """Lands a batch in one store transaction: the only step of a batch that writes pages."""
 
-    def __init__(self, store: CrawlStore, batch_landed: Callable[[str], bool]) -> None:
+    def __init__(self, store: CrawlStore, batch_landed: Callable[[str], bool],
+                 revisit: RevisitPolicy = DEFAULT_REVISITS) -> None:
         self.store = store
         self.batch_landed = batch_landed
+        self.revisit = revisit
 
     def land(self, prepared: PreparedBatch, shards: list[ShardResult]) -> BatchReport:
         report = prepared.report
@@ -255,7 +258,8 @@ class BatchLander:
             for phase, seconds in shard.seconds.items():
                 report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
         clock = time.perf_counter()
-        landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived)
+        landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived,
+                            self.revisit)
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, prepared.items, results, landed)
         return report
@@ -302,7 +306,8 @@ class BatchCrawler:
     parts as separate steps (the fetch shards in parallel on a distributed executor)."""
 
     def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
-                 page_events: bool = True, archive: bool = True) -> None:
+                 page_events: bool = True, archive: bool = True,
+                 revisit: RevisitPolicy = DEFAULT_REVISITS) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -311,13 +316,13 @@ class BatchCrawler:
         read_model = FrontierReadModel(store)
         self.reader = BatchReader(bus, store, read_model)
         self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None)
-        self.lander = BatchLander(store, read_model.batch_landed)
+        self.lander = BatchLander(store, read_model.batch_landed, revisit)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BatchCrawler:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
                    Fetcher.from_settings(settings), settings.parser, settings.page_events,
-                   settings.archive_responses)
+                   settings.archive_responses, RevisitPolicy.from_settings(settings))
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

@@ -1,44 +1,50 @@
-"""Recurring crawls: which crawls to submit again, under which new ids.
+"""Recurring crawls: which crawls to submit again, under which new ids, with every option kept.
 
-A crawl id is one pass over a site; a recrawl is a new crawl with the same seeds and limits and
-the id ``<base>@<date>``, so its versions land next to the first pass's and unchanged pages get
-no new version. The Dagster schedule in ``sensors/schedules.py`` turns the plan into runs of the
-Launchpad job; nothing here writes.
+A crawl id is one pass over a site; a recurring pass is a new crawl with the id
+``<base>@<stamp>`` and *every* option of the family's latest pass (seeds, limits, scope, allow and
+deny patterns, per-host cap, User-Agent, sitemaps flag), so its versions land next to the first
+pass's and it stays in the scope the user set. :func:`pass_request` builds one pass;
+:func:`plan_recrawls` is the daily plan of the ``recrawl_daily`` schedule, and
+:mod:`crawl_platform.pipeline.schedules` the per-crawl plan of the ``recurring_crawls`` sensor.
+Nothing here writes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
+from typing import Any
 
+from crawl_platform.bus.messages import CrawlRequest
+from crawl_platform.frontier.schedules import base_id
 from crawl_platform.store.database import CrawlStore
 
-
-@dataclass(frozen=True)
-class RecrawlPlan:
-    crawl_id: str
-    seeds: tuple[str, ...]
-    max_pages: int
-    max_depth: int
-    scope: str
+# Every option of a crawl, in CrawlRequest's order after crawl_id and submitted_at.
+OPTION_COLUMNS = ("seeds, max_pages, max_depth, scope, allow_patterns, deny_patterns, "
+                  "max_pages_per_host, user_agent, use_sitemaps")
 
 
-def base_id(crawl_id: str) -> str:
-    """The crawl id without its recrawl date suffix."""
-    return crawl_id.split("@", 1)[0]
+def pass_request(pass_id: str, row: tuple[Any, ...], at: datetime) -> CrawlRequest:
+    """A pass submitted at ``at`` with the options of an ``OPTION_COLUMNS`` row of ``crawls``
+    (columns that older lakes lack are NULL: their defaults)."""
+    seeds, max_pages, max_depth, scope, allow, deny, per_host, agent, sitemaps = row
+    return CrawlRequest(pass_id, tuple(seeds), max_pages, max_depth, scope, at.replace(tzinfo=UTC).timestamp(),
+                        tuple(allow or ()), tuple(deny or ()), per_host or 0, agent or "", bool(sitemaps))
 
 
-def plan_recrawls(store: CrawlStore, day: date) -> list[RecrawlPlan]:
-    """One plan per crawl family (base id), from its latest pass, unless it already ran on ``day``."""
+def latest_passes(store: CrawlStore) -> dict[str, tuple[str, datetime, tuple[Any, ...]]]:
+    """Per crawl family: its latest pass's id, submission time and ``OPTION_COLUMNS`` row."""
     if not store.exists():
-        return []
-    rows = store.query("SELECT crawl_id, seeds, max_pages, max_depth, scope FROM crawls ORDER BY registered_at")
-    latest: dict[str, tuple[str, list[str], int, int, str]] = {}
-    for crawl_id, seeds, max_pages, max_depth, scope in rows:
-        latest[base_id(crawl_id)] = (crawl_id, seeds, max_pages, max_depth, scope)
+        return {}
+    rows = store.query(f"SELECT crawl_id, submitted_at, {OPTION_COLUMNS} FROM crawls ORDER BY registered_at")
+    return {base_id(row[0]): (row[0], row[1], tuple(row[2:])) for row in rows}
+
+
+def plan_recrawls(store: CrawlStore, day: date) -> list[CrawlRequest]:
+    """One pass per crawl family (base id), from its latest pass, unless it already ran on ``day``."""
     stamp = day.strftime("%Y%m%d")
+    at = datetime(day.year, day.month, day.day)
     return [
-        RecrawlPlan(f"{base}@{stamp}", tuple(seeds), max_pages, max_depth, scope)
-        for base, (last_id, seeds, max_pages, max_depth, scope) in sorted(latest.items())
+        pass_request(f"{base}@{stamp}", options, at)
+        for base, (last_id, _submitted, options) in sorted(latest_passes(store).items())
         if last_id != f"{base}@{stamp}"
     ]

@@ -19,6 +19,7 @@ from crawl_platform.bus.messages import MAX_DEPTH_LIMIT, MAX_PAGES_LIMIT, CrawlR
 from crawl_platform.bus.publishing import publish_crawl_request
 from crawl_platform.config import Scope
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.frontier.schedules import Schedule, parse_schedule
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
 from crawl_platform.store.extensions import ExtensionError
@@ -37,8 +38,10 @@ def new_crawl_id(first_seed: str) -> str:
 def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages: int = 10_000,
                         max_depth: int = 10, scope: str = "host", *, allow: Sequence[str] = (),
                         deny: Sequence[str] = (), max_pages_per_host: int = 0, user_agent: str = "",
-                        use_sitemaps: bool = False) -> CrawlRequest:
-    """Validate everything; raises :class:`InvalidURLError` or ValueError with a one-line reason."""
+                        use_sitemaps: bool = False, every: str | int | None = None,
+                        cron: str | None = None) -> CrawlRequest:
+    """Validate everything; raises :class:`InvalidURLError` or ValueError with a one-line reason.
+    ``every`` (``6h``, or seconds) or ``cron`` make the crawl recurring (:mod:`.schedules`)."""
     if not seeds:
         raise InvalidURLError("give at least one seed URL")
     canonical = [canonicalize(s) for s in seeds]
@@ -57,12 +60,13 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
             raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {err}") from None
     if any(ch in user_agent for ch in "\r\n"):
         raise ValueError("user agent must be one line")
+    schedule = parse_schedule(every, cron) or Schedule()
     crawl_id = crawl_id or new_crawl_id(canonical[0])
     if not _CRAWL_ID.match(crawl_id):
         raise ValueError(f"crawl id {crawl_id!r} must be 1-128 letters, digits or ._@:- (no spaces)")
     return CrawlRequest(crawl_id, tuple(dict.fromkeys(canonical)), max_pages, max_depth,
                         scope, time.time(), tuple(allow), tuple(deny), max_pages_per_host,
-                        user_agent.strip(), use_sitemaps)
+                        user_agent.strip(), use_sitemaps, schedule.every_seconds, schedule.cron)
 
 
 def submit_crawl(bus: Bus, request: CrawlRequest) -> None:

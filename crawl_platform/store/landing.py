@@ -5,7 +5,8 @@ which reads what landed here to grow the frontier. One transaction per batch, Ar
 inserts, set-based versioning in SQL: a URL gets a new ``pages`` version only when its content
 hash differs from its latest version, so landing the same batch twice adds nothing, and a
 ``304 Not Modified`` adds nothing either. The same transaction writes back what the fetcher
-learned about its hosts (robots.txt, adaptive delay) to the ``hosts`` table, and
+learned about its hosts (robots.txt, adaptive delay) to the ``hosts`` table and each fetched URL's
+revisit interval (:mod:`.revisits`), and
 :func:`latest_validators` gives the next crawl the ETag/Last-Modified for conditional requests.
 """
 
@@ -27,6 +28,7 @@ from crawl_platform.frontier.states import BatchOutcome
 from crawl_platform.parse.html import ParsedPage
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import save_hosts
+from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy, update_revisits
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,13 @@ def land_batch(
     parsed: dict[str, ParsedPage],
     hosts: Sequence[HostRecord] = (),
     archived: Mapping[str, RecordPointer] | None = None,
+    revisit: RevisitPolicy = DEFAULT_REVISITS,
 ) -> LandedBatch:
     """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
 
     ``hosts`` are what the fetcher learned about the batch's hosts (``Fetcher.host_records``);
     ``archived`` is where each URL's response was archived (``pages.warc_*``, NULL without one).
+    ``revisit`` is the adaptive revisit schedule the fetched URLs' intervals follow.
     """
     pointers = archived or {}
     crawl_of: dict[str, str] = {}
@@ -176,6 +180,14 @@ def land_batch(
             [batch_id],
         )
         save_hosts(con, hosts, datetime.now(UTC).replace(tzinfo=None))
+        changed = set(new_versions.column("url").to_pylist())
+        checked = [i for i in items if (r := results.get(i.url)) is not None and not r.disallowed]
+        update_revisits(con, pa.table({
+            "crawl_id": pa.array([i.crawl_id for i in checked], pa.string()),
+            "url": pa.array([i.url for i in checked], pa.string()),
+            "depth": pa.array([i.depth for i in checked], pa.int32()),
+            "changed": pa.array([i.url in changed for i in checked], pa.bool_()),
+        }), revisit)
     return LandedBatch(
         new_versions=new_versions.num_rows,
         documents=int(n_docs[0]) if n_docs else 0,

@@ -85,3 +85,22 @@ CREATE TABLE IF NOT EXISTS page_event_batches (
     events       INTEGER NOT NULL,
     published_at TIMESTAMP NOT NULL
 );
+-- Per-crawl schedules: a crawl family (the id before any '@') is crawled again on this schedule.
+CREATE TABLE IF NOT EXISTS crawl_schedules (
+    crawl_id       VARCHAR NOT NULL,     -- key; the family's base id
+    every_seconds  INTEGER,              -- a fixed interval, or NULL with cron
+    cron           VARCHAR,              -- a 5-field cron expression (UTC), or NULL with every_seconds
+    period_seconds INTEGER NOT NULL,     -- the interval, or the gap between two cron ticks
+    active         BOOLEAN NOT NULL,     -- false after `schedule --off`
+    updated_at     TIMESTAMP NOT NULL
+);
+-- Adaptive revisits: per crawl family and URL, how often it is fetched again (see the README).
+CREATE TABLE IF NOT EXISTS revisits (
+    crawl_id         VARCHAR NOT NULL,   -- the family's base id
+    url              VARCHAR NOT NULL,   -- key: (crawl_id, url)
+    depth            INTEGER NOT NULL,   -- the depth a pass admits it at
+    interval_seconds DOUBLE NOT NULL,    -- the revisit interval, between the minimum and the maximum
+    checked_at       TIMESTAMP NOT NULL, -- start of the pass that last fetched it
+    next_due_at      TIMESTAMP NOT NULL, -- checked_at + interval: passes from then on fetch it
+    changes          INTEGER NOT NULL    -- fetches that found new content
+);

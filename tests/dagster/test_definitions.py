@@ -12,7 +12,7 @@ def test_definitions_load_with_every_part():
     assert {s.name for s in repo.sensor_defs} == {"frontier_sensor", "seeds_sensor", "quality_sensor",
                                                   "run_failure_alert_sensor", "quality_alert_sensor",
                                                   "stall_alert_sensor", "crawl_progress_sensor",
-                                                  "batch_retention_sensor"}
+                                                  "batch_retention_sensor", "recurring_crawls"}
     assert {s.name for s in repo.schedule_defs} == {"recrawl_daily", "lake_maintenance_daily"}
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
@@ -22,6 +22,6 @@ def test_definitions_load_with_every_part():
     assert graph.get(AssetKey("frontier")).parent_keys == {AssetKey("pages"), AssetKey("links")}
     assert AssetKey("crawls") in graph.get(AssetKey("pages")).parent_keys
     checks = {c.name for c in graph.asset_check_keys}
-    assert {"pages_quality", "documents_quality"} <= checks
+    assert {"pages_quality", "documents_quality", "recurring_crawls_on_schedule"} <= checks
     for key in ("pages", "documents", "links", "frontier", "lake_maintenance"):
         assert graph.get(AssetKey(key)).code_version

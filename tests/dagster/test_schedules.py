@@ -12,7 +12,9 @@ from crawl_platform_dagster.sensors.schedules import recrawl_daily
 
 def test_recrawl_schedule_submits_each_crawl_family_once_per_day(crawl_env, store, bus):
     frontier = Frontier(store, bus)
-    frontier.register(build_crawl_request(["http://127.0.0.1:9/"], crawl_id="shop", max_pages=50, max_depth=3))
+    frontier.register(build_crawl_request(["http://127.0.0.1:9/"], crawl_id="shop", max_pages=50, max_depth=3,
+                                          deny=[r"/cart"], max_pages_per_host=5, user_agent="shop-bot/1",
+                                          allow=[r"^http://127\.0\.0\.1:9/"], use_sitemaps=True))
     frontier.register(build_crawl_request(["http://127.0.0.1:8/a"], crawl_id="blog", scope="domain"))
     frontier.register(build_crawl_request(["http://127.0.0.1:8/a"], crawl_id="blog@20261128", scope="domain"))
     when = datetime.datetime(2026, 11, 30, 3, 0, tzinfo=datetime.UTC)
@@ -21,7 +23,9 @@ def test_recrawl_schedule_submits_each_crawl_family_once_per_day(crawl_env, stor
     configs = {r.run_key: r.run_config["ops"]["submit_crawl_request"]["config"] for r in requests}
     assert set(configs) == {"shop@20261130", "blog@20261130"}
     assert configs["shop@20261130"] == {"seeds": ["http://127.0.0.1:9/"], "crawl_id": "shop@20261130",
-                                        "max_pages": 50, "max_depth": 3, "scope": "host"}
+                                        "max_pages": 50, "max_depth": 3, "scope": "host",
+                                        "allow": [r"^http://127\.0\.0\.1:9/"], "deny": [r"/cart"],
+                                        "max_pages_per_host": 5, "user_agent": "shop-bot/1", "use_sitemaps": True}
     assert configs["blog@20261130"]["scope"] == "domain"
 
     frontier.register(build_crawl_request(["http://127.0.0.1:9/"], crawl_id="shop@20261130"))

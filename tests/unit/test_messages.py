@@ -29,7 +29,7 @@ EVENT = PageEvent("http://a.example/p", "c-1", 2, 200, "ab" * 32, "2026-12-01T10
 FAILED_EVENT = PageEvent("http://a.example/q", "c-1", 1, None, "cd" * 32, "2026-12-01T10:00:01Z", "e0.p1-0-50",
                          "timeout: read timed out")
 FULL_REQUEST = CrawlRequest("c-2", ("http://a.example/",), 10, 0, "any", 1_700_000_000.0, ("/docs/",),
-                            (r"\.pdf$",), 7, "Bot/1.0 (+x) \u00e9", True)
+                            (r"\.pdf$",), 7, "Bot/1.0 (+x) \u00e9", True, 21600, "0 * * * *")
 
 # Written by the hand-made codec that first put these messages on the wire: every producer and
 # every message still in a topic uses exactly these bytes.
@@ -37,11 +37,13 @@ WIRE = [
     (REQUEST, decode_crawl_request,
      b'{"crawl_id":"c-1","seeds":["http://a.example/","http://b.example/x"],"max_pages":500,"max_depth":3,'
      b'"scope":"domain","submitted_at":1700000000.25,"allow_patterns":[],"deny_patterns":[],'
-     b'"max_pages_per_host":0,"user_agent":"","use_sitemaps":false,"type":"crawl_request","v":1}'),
+     b'"max_pages_per_host":0,"user_agent":"","use_sitemaps":false,"every_seconds":0,"cron":"",'
+     b'"type":"crawl_request","v":1}'),
     (FULL_REQUEST, decode_crawl_request,
      b'{"crawl_id":"c-2","seeds":["http://a.example/"],"max_pages":10,"max_depth":0,"scope":"any",'
      b'"submitted_at":1700000000.0,"allow_patterns":["/docs/"],"deny_patterns":["\\\\.pdf$"],'
-     b'"max_pages_per_host":7,"user_agent":"Bot/1.0 (+x) \\u00e9","use_sitemaps":true,"type":"crawl_request","v":1}'),
+     b'"max_pages_per_host":7,"user_agent":"Bot/1.0 (+x) \\u00e9","use_sitemaps":true,"every_seconds":21600,'
+     b'"cron":"0 * * * *","type":"crawl_request","v":1}'),
     (FRONTIER, decode_frontier_url,
      b'{"crawl_id":"c-1","url":"http://a.example/page?x=1","depth":2,"type":"frontier_url","v":1}'),
     (LETTER, decode_dead_letter,
@@ -59,7 +61,8 @@ WIRE = [
 # A crawl request as v1 was first published, before the optional fields were added.
 FIRST_V1_REQUEST = (b'{"crawl_id":"c-1","seeds":["http://a.example/"],"max_pages":5,"max_depth":1,"scope":"host",'
                     b'"submitted_at":1700000000,"type":"crawl_request","v":1}')
-LATER_FIELDS = ("allow_patterns", "deny_patterns", "max_pages_per_host", "user_agent", "use_sitemaps")
+LATER_FIELDS = ("allow_patterns", "deny_patterns", "max_pages_per_host", "user_agent", "use_sitemaps",
+                "every_seconds", "cron")
 
 DECODERS = [
     (REQUEST, decode_crawl_request),
@@ -235,7 +238,7 @@ def test_optional_fields_sent_as_null_take_their_defaults():
     body = _body(FULL_REQUEST) | dict.fromkeys(LATER_FIELDS)
     decoded = decode_crawl_request(_payload(body))
     assert decoded == dataclasses.replace(FULL_REQUEST, allow_patterns=(), deny_patterns=(), max_pages_per_host=0,
-                                          user_agent="", use_sitemaps=False)
+                                          user_agent="", use_sitemaps=False, every_seconds=0, cron="")
 
 
 @pytest.mark.parametrize(

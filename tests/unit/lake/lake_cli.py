@@ -3,6 +3,7 @@ command line in this process or as a subprocess."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -28,9 +29,9 @@ SITE = "http://site.example"
 
 def land_pages(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: str, paths: list[str]) -> LandedBatch:
     """Register ``crawl_id`` (once), land one batch fetching ``paths`` of the site, and expand it:
-    every crawl table gets rows (page events recorded too)."""
+    every crawl table gets rows (page events recorded; the crawl is recurring, so crawl_schedules too)."""
     urls = [f"{SITE}{p}" for p in paths]
-    frontier.register(crawl_request(crawl_id, *urls))
+    frontier.register(dataclasses.replace(crawl_request(crawl_id, *urls), every_seconds=3600))
     results = {u: fetch_result(u, page_html(f"{crawl_id} {u}", f"{SITE}/next{p}"))
                for u, p in zip(urls, paths, strict=True)}
     parsed = {u: parse_html(r.body, r.final_url, r.content_type) for u, r in results.items()}
