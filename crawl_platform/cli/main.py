@@ -264,12 +264,12 @@ def _status(settings: Settings, crawl_id: str | None) -> int:
     if not rows:
         print(f"no crawl {crawl_id!r}" if crawl_id else "no crawls yet")
         return EXIT_USAGE if crawl_id else 0
-    table = Table("crawl", "state", "pending", "paused", "fetched", "failed", "disallowed", "cancelled",
-                  "priority", "pages/s", "registered")
+    table = Table("crawl", "pending", "fetched", "failed", "disallowed", "pages/s", "registered", "state",
+                  "paused", "cancelled", "priority")
     for s in rows:
-        table.add_row(s.crawl_id, s.shown_state, str(s.pending), str(s.paused), str(s.fetched), str(s.failed),
-                      str(s.disallowed), str(s.cancelled), str(s.priority), f"{s.pages_per_second:.1f}",
-                      s.registered_at.strftime("%Y-%m-%d %H:%M:%S"))
+        table.add_row(s.crawl_id, str(s.pending), str(s.fetched), str(s.failed), str(s.disallowed),
+                      f"{s.pages_per_second:.1f}", s.registered_at.strftime("%Y-%m-%d %H:%M:%S"), s.shown_state,
+                      str(s.paused), str(s.cancelled), str(s.priority))
     Console(width=140).print(table)
     return 0
 
