@@ -120,9 +120,9 @@ def test_commands_are_idempotent_stale_ones_change_nothing_and_bad_ones_are_refu
     assert frontier.status("idem")[0].state == "active"
     frontier.control(build_control("idem", "cancel"))
     assert frontier.control(build_control("idem", "cancel")).describe() == "crawl idem is already cancelled"
-    with pytest.raises(ControlRefusedError, match="^crawl idem is cancelled: it cannot be resumed$"):
+    with pytest.raises(ControlRefusedError, match=r"^crawl idem is cancelled: it cannot be resumed$"):
         frontier.control(build_control("idem", "resume"))
-    with pytest.raises(UnknownCrawlError, match="^no crawl 'nope'$"):
+    with pytest.raises(UnknownCrawlError, match=r"^no crawl 'nope'$"):
         frontier.control(build_control("nope", "pause"))
     assert frontier_rows(store, "idem") == {"http://127.0.0.1:9/": (0, "cancelled")}
 
