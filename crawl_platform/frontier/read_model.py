@@ -130,10 +130,12 @@ class FrontierReadModel:
         in each frontier partition, for partitions where it is above 0; ``partition_of`` maps a
         host (the frontier topic's key) to its partition. One grouped read, and none of it when no
         active crawl has a priority."""
+        prioritised = f"c.priority > 0 AND coalesce(c.state, {_ACTIVE}) = {_ACTIVE}"
+        if not self.store.query(f"SELECT count(*) FROM crawls c WHERE {prioritised}")[0][0]:
+            return {}  # the usual case: no frontier scan at all
         rows = self.store.query(
             f"""SELECT f.host, least(max(c.priority), ?) FROM frontier f JOIN crawls c USING (crawl_id)
-                WHERE c.priority > 0 AND coalesce(c.state, {_ACTIVE}) = {_ACTIVE}
-                  AND f.state = {sql_literal(URLState.QUEUED)}
+                WHERE {prioritised} AND f.state = {sql_literal(URLState.QUEUED)}
                 GROUP BY f.host""", [max_priority])
         priorities: dict[int, int] = {}
         for host, priority in rows:

@@ -4,9 +4,11 @@ runs carry the priority of their crawls as ``dagster/priority``."""
 
 from dagster import SensorResult, build_sensor_context, validate_run_config
 
-from crawl_platform.bus.messages import CrawlRequest
+from crawl_platform.bus.messages import CrawlRequest, decode_crawl_request
+from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform_dagster.assets.control import crawl_control_job, pause_crawl_job, resume_crawl_job
+from crawl_platform_dagster.assets.intake import submit_crawl_job
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.sensors.kafka import control_sensor, frontier_sensor
 from tests.dagster.conftest import RESOURCES
@@ -67,3 +69,19 @@ def test_batch_runs_carry_the_priority_of_their_crawls(crawl_env, bus, store, in
     assert {k: v for k, v in tags.items() if k in (high_partition, low_partition)} == {
         high_partition: "10", low_partition: "0"}
     assert result.run_requests[0].tags["crawl/partitions"] == high_partition
+
+
+def test_launchpad_crawl_takes_its_policies(crawl_env, bus):
+    config = {"ops": {"submit_crawl_request": {"config": {
+        "seeds": ["http://127.0.0.1:9/"], "crawl_id": "lp-policies", "host_delay_ms": 800, "host_concurrency": 2,
+        "priority": 4}}}}
+    assert submit_crawl_job.execute_in_process(run_config=config, resources=RESOURCES).success
+    (request,) = [decode_crawl_request(r.value) for p, (lo, hi) in bus.watermarks(crawl_env.seeds_topic).items()
+                  if hi > lo for r in bus.read_range(crawl_env.seeds_topic, OffsetRange(p, lo, hi))]
+    assert (request.crawl_id, request.host_delay_ms, request.host_concurrency, request.priority) == (
+        "lp-policies", 800, 2, 4)
+    bad = {"ops": {"submit_crawl_request": {"config": {"seeds": ["http://127.0.0.1:9/"], "priority": -1}}}}
+    result = submit_crawl_job.execute_in_process(run_config=bad, resources=RESOURCES, raise_on_error=False)
+    assert not result.success
+    assert "priority must be between 0 and 1000000, not -1" in \
+        result.get_step_failure_events()[0].step_failure_data.error.message
