@@ -28,7 +28,7 @@ from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli import lake
 from crawl_platform.config import Settings
-from crawl_platform.frontier.control import TARGETS, ControlRefusedError
+from crawl_platform.frontier.control import PAST_TENSE, TARGETS, ControlRefusedError
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.frontier.states import CrawlState
@@ -216,9 +216,9 @@ def _control(settings: Settings, action: str, crawl_id: str) -> int:
         return 0
     if command.crawl_id not in states:
         return fail(f"no crawl {command.crawl_id!r}", EXIT_USAGE)
-    if not states[command.crawl_id].can_become(TARGETS[command.action]) and \
-            states[command.crawl_id] is not TARGETS[command.action]:
-        return fail(f"crawl {command.crawl_id} is {states[command.crawl_id]}: it cannot be {action}d", EXIT_USAGE)
+    state, target = states[command.crawl_id], TARGETS[command.action]
+    if state is not target and not state.can_become(target):
+        return fail(f"crawl {command.crawl_id} is {state}: it cannot be {PAST_TENSE[command.action]}", EXIT_USAGE)
     bus = KafkaBus.from_settings(settings)
     submit_control(bus, command)
     try:

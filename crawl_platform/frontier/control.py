@@ -33,7 +33,7 @@ TARGETS: dict[ControlAction, CrawlState] = {
     "pause": CrawlState.PAUSED,
     "resume": CrawlState.ACTIVE,
 }
-_PAST = {"cancel": "cancelled", "pause": "paused", "resume": "resumed"}
+PAST_TENSE: dict[ControlAction, str] = {"cancel": "cancelled", "pause": "paused", "resume": "resumed"}
 
 
 class UnknownCrawlError(ValueError):
@@ -97,8 +97,14 @@ class CrawlController:
                 return ControlOutcome(command.crawl_id, command.action, before, before, False, stale=True)
             if before is target:
                 moved = 0
+                if row[1] is None or issued > row[1]:
+                    # A repeat changes nothing but is the latest command: an older one arriving late
+                    # must not undo it (resume, then a late pause from before the resume).
+                    con.execute("UPDATE crawls SET state = ?, state_changed_at = ? WHERE crawl_id = ?",
+                                [target.value, issued, command.crawl_id])
             elif not before.can_become(target):
-                raise ControlRefusedError(f"crawl {command.crawl_id} is {before}: it cannot be {_PAST[command.action]}")
+                raise ControlRefusedError(
+                    f"crawl {command.crawl_id} is {before}: it cannot be {PAST_TENSE[command.action]}")
             else:
                 con.execute("UPDATE crawls SET state = ?, state_changed_at = ? WHERE crawl_id = ?",
                             [target.value, issued, command.crawl_id])

@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS crawls (
     user_agent    VARCHAR,
     use_sitemaps  BOOLEAN,
     state         VARCHAR,               -- active | paused | cancelled (NULL: active); crawl-platform cancel|pause|resume
-    state_changed_at TIMESTAMP,          -- when the control command that set state was issued
+    state_changed_at TIMESTAMP,          -- issue time of the latest control command applied
     host_delay_ms INTEGER,               -- the crawl's own gap per host (0/NULL: CRAWL_HOST_DELAY_MS)
     host_concurrency INTEGER,            -- the crawl's requests in flight per host (0/NULL: CRAWL_HOST_CONCURRENCY)
     priority      INTEGER                -- higher: its batches run first when the run queue is full

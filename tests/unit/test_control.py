@@ -118,6 +118,12 @@ def test_commands_are_idempotent_stale_ones_change_nothing_and_bad_ones_are_refu
     stale = frontier.control(old_pause)  # issued before the resume: applied late, it changes nothing
     assert stale.stale
     assert frontier.status("idem")[0].state == "active"
+    # A repeated resume is the latest command too: a pause issued before it, arriving late, is stale.
+    before_repeat = build_control("idem", "pause")
+    time.sleep(0.01)
+    assert not frontier.control(build_control("idem", "resume")).changed
+    assert frontier.control(before_repeat).stale
+    assert frontier.status("idem")[0].state == "active"
     frontier.control(build_control("idem", "cancel"))
     assert frontier.control(build_control("idem", "cancel")).describe() == "crawl idem is already cancelled"
     with pytest.raises(ControlRefusedError, match=r"^crawl idem is cancelled: it cannot be resumed$"):
