@@ -12,7 +12,7 @@ from crawl_platform.pipeline.control import build_control, submit_control
 from crawl_platform.store.database import CrawlStore
 from tests.e2e.conftest import assert_landed_exactly_once, cli
 
-pytestmark = pytest.mark.e2e(seconds=240)
+pytestmark = pytest.mark.e2e(seconds=330)
 
 
 def _pages(store: CrawlStore, crawl_id: str) -> int:
