@@ -68,6 +68,12 @@ class CrawlRequestConfig(Config):
     max_pages_per_host: int = Field(0, description="Most URLs admitted per host (0: no cap).")
     user_agent: str = Field("", description="User-Agent of this crawl (empty: CRAWL_USER_AGENT).")
     use_sitemaps: bool = Field(False, description="Also seed from the seed hosts' sitemaps.")
+    host_delay_ms: int = Field(0, description="This crawl's gap between requests to a host (0: CRAWL_HOST_DELAY_MS; "
+                               "at least CRAWL_MIN_HOST_DELAY_MS).")
+    host_concurrency: int = Field(0, description="This crawl's requests in flight per host (0: "
+                                  "CRAWL_HOST_CONCURRENCY; at most CRAWL_MAX_REQUESTS_PER_HOST).")
+    priority: int = Field(0, description="Higher runs this crawl's batches first when the run queue is full "
+                          "(at most CRAWL_MAX_PRIORITY).")
     every: str = Field("", description="Crawl again every interval, e.g. 6h, 1d (empty: not recurring).")
     cron: str = Field("", description="Crawl again on a 5-field cron schedule, UTC (empty: not recurring).")
 
@@ -89,7 +95,8 @@ def submit_crawl_request(context: OpExecutionContext, config: CrawlRequestConfig
             config.seeds, config.crawl_id or None, config.max_pages, config.max_depth, config.scope,
             allow=config.allow, deny=config.deny, max_pages_per_host=config.max_pages_per_host,
             user_agent=config.user_agent, use_sitemaps=config.use_sitemaps, every=config.every or None,
-            cron=config.cron or None,
+            cron=config.cron or None, host_delay_ms=config.host_delay_ms,
+            host_concurrency=config.host_concurrency, priority=config.priority,
         )
     except ValueError as err:  # InvalidURLError is a ValueError
         raise Failure(f"bad crawl request: {err}") from None

@@ -59,6 +59,10 @@ class Settings(BaseSettings):
         True, validation_alias=AliasChoices("CRAWL_PAGE_EVENTS", "page_events"),
         description="Publish page events on CRAWL_PAGES_TOPIC (false: the topic stays empty).",
     )
+    control_topic: str = Field(
+        "crawl.control", validation_alias=AliasChoices("CRAWL_CONTROL_TOPIC", "control_topic"),
+        description="Topic of control commands (cancel, pause, resume a crawl), keyed by crawl id.",
+    )
     topic_partitions: int = Field(
         8, ge=1, validation_alias=AliasChoices("CRAWL_TOPIC_PARTITIONS", "topic_partitions")
     )
@@ -187,6 +191,19 @@ class Settings(BaseSettings):
     host_delay_ms: int = Field(
         250, ge=0, validation_alias=AliasChoices("CRAWL_HOST_DELAY_MS", "host_delay_ms"),
         description="Minimum gap between two requests to the same host.",
+    )
+    min_host_delay_ms: int = Field(
+        100, ge=0, validation_alias=AliasChoices("CRAWL_MIN_HOST_DELAY_MS", "min_host_delay_ms"),
+        description="Floor of a crawl's own host delay (crawl --host-delay-ms): a crawl asking for less "
+        "gets this. Crawls that ask for none use CRAWL_HOST_DELAY_MS.",
+    )
+    max_requests_per_host: int = Field(
+        4, ge=1, le=64, validation_alias=AliasChoices("CRAWL_MAX_REQUESTS_PER_HOST", "max_requests_per_host"),
+        description="Cap on a crawl's own requests in flight per host (crawl --host-concurrency).",
+    )
+    max_priority: int = Field(
+        10, ge=0, validation_alias=AliasChoices("CRAWL_MAX_PRIORITY", "max_priority"),
+        description="Cap on a crawl's priority (crawl --priority); the frontier sensor clamps to it.",
     )
     connect_timeout_s: float = Field(
         5.0, gt=0, validation_alias=AliasChoices("CRAWL_CONNECT_TIMEOUT", "connect_timeout_s")

@@ -3,6 +3,12 @@
 from dagster import Definitions
 
 from crawl_platform_dagster.assets.checks import quality_checks
+from crawl_platform_dagster.assets.control import (
+    cancel_crawl_job,
+    crawl_control_job,
+    pause_crawl_job,
+    resume_crawl_job,
+)
 from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier
 from crawl_platform_dagster.assets.exports import exports
 from crawl_platform_dagster.assets.intake import crawls, submit_crawl_job
@@ -19,7 +25,7 @@ from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, HandoffIOManager
 from crawl_platform_dagster.resources.store import CrawlStoreResource
 from crawl_platform_dagster.sensors.alerts import quality_alert_sensor, run_failure_alert_sensor, stall_alert_sensor
-from crawl_platform_dagster.sensors.kafka import frontier_sensor, seeds_sensor
+from crawl_platform_dagster.sensors.kafka import control_sensor, frontier_sensor, seeds_sensor
 from crawl_platform_dagster.sensors.lake import lake_maintenance_daily
 from crawl_platform_dagster.sensors.monitoring import crawl_progress_sensor
 from crawl_platform_dagster.sensors.quality import quality_sensor
@@ -31,8 +37,9 @@ defs = Definitions(
     assets=[crawls, crawl_batch, frontier, lake_maintenance, exports, crawl_progress],
     asset_checks=[*quality_checks, recurring_crawls_on_schedule],
     jobs=[crawl_batch_job, crawl_batch_celery_job, crawl_intake_job, crawl_quality_job, submit_crawl_job,
-          lake_maintenance_job, lake_backup_job],
-    sensors=[frontier_sensor, seeds_sensor, quality_sensor, recurring_crawls,
+          lake_maintenance_job, lake_backup_job, crawl_control_job, cancel_crawl_job, pause_crawl_job,
+          resume_crawl_job],
+    sensors=[frontier_sensor, seeds_sensor, quality_sensor, control_sensor, recurring_crawls,
              run_failure_alert_sensor, quality_alert_sensor, stall_alert_sensor, crawl_progress_sensor,
              batch_retention_sensor],
     schedules=[recrawl_daily, lake_maintenance_daily],

@@ -1,4 +1,4 @@
-"""Sensors that turn new offsets on the Kafka seeds and frontier topics into runs.
+"""Sensors that turn new offsets on the Kafka seeds, frontier and control topics into runs.
 
 Each tick reads the topic's watermarks (no messages) and the run queue, asks the engine's crawl
 loop what to run next (:func:`crawl_platform.pipeline.loop.plan_frontier` and
@@ -38,6 +38,7 @@ from crawl_platform.pipeline.loop import (
     read_topic,
 )
 from crawl_platform.store.database import CrawlStore
+from crawl_platform_dagster.assets.control import crawl_control_job
 from crawl_platform_dagster.assets.crawl_batch import frontier_batches
 from crawl_platform_dagster.assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
 from crawl_platform_dagster.instance import PARTITION_TAG_PREFIX, celery_run_config
@@ -58,6 +59,9 @@ def batch_run_tags(batch: PlannedBatch, run_timeout_s: int) -> dict[str, str]:
         **{f"{PARTITION_TAG_PREFIX}{r.partition}": r.key for r in batch.ranges},
         "crawl/partitions": ",".join(str(p) for p in batch.partitions),
         "dagster/max_runtime": str(run_timeout_s),
+        # The run queue starts higher-priority runs first: the highest priority of a crawl with
+        # URLs queued in the batch's partitions (the engine's plan also cuts those batches first).
+        "dagster/priority": str(batch.priority),
     }
 
 
@@ -100,6 +104,19 @@ def _queued_hosts(settings: Settings, topic: TopicState) -> int:
     return FrontierReadModel(store).queued_hosts()
 
 
+def _partition_priorities(settings: Settings, topic: TopicState) -> dict[int, int]:
+    """Frontier partition -> the highest priority of an active crawl with URLs queued there; asked
+    only when the topic has new offsets to cut and the lake exists (one grouped read of the lake)."""
+    store = CrawlStore.from_settings(settings)
+    fresh = any(high > topic.cursor.get(part, low) for part, (low, high) in topic.watermarks.items())
+    if not fresh or not store.exists():
+        return {}
+    bus = KafkaBus.from_settings(settings)
+    partitions = len(topic.watermarks)
+    return FrontierReadModel(store).partition_priorities(lambda host: bus.partition_of(host.encode(), partitions),
+                                                         settings.max_priority)
+
+
 def _batch_requests(plan: FrontierPlan, settings: Settings) -> list[RunRequest]:
     celery = settings.executor == "celery"
     batch_job = crawl_batch_celery_job if celery else crawl_batch_job
@@ -129,7 +146,8 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
         return SkipReason(f"Kafka unavailable: {err}")
     batch_job = crawl_batch_celery_job if settings.executor == "celery" else crawl_batch_job
     queue = _run_queue(context, batch_job.name)
-    plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic)))
+    plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic)),
+                         _partition_priorities(settings, topic))
     if plan.check_orphans:
         plan = plan.with_orphans(_count_orphans(settings), time.time())
         _sweep_page_events(context, crawl)
@@ -168,5 +186,27 @@ def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource)
     return SensorResult(
         run_requests=[RunRequest(run_key=plan.run_key,
                                  run_config={"ops": {"crawls": {"config": {"seed_ranges": plan.range_keys}}}})],
+        cursor=plan.cursor,
+    )
+
+
+@sensor(
+    job=crawl_control_job,
+    minimum_interval_seconds=2,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Applies control commands (cancel, pause, resume) put on the control topic.",
+)
+def control_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
+    settings = crawl.settings()
+    try:
+        plan = plan_seeds(read_topic(KafkaBus.from_settings(settings), settings.control_topic, context.cursor))
+    except BusError as err:
+        return SkipReason(f"Kafka unavailable: {err}")
+    if plan.run_key is None:
+        return SensorResult(skip_reason="no new control commands", cursor=plan.cursor)
+    return SensorResult(
+        run_requests=[RunRequest(run_key=plan.run_key.replace("seeds-", "control-", 1),
+                                 run_config={"ops": {"apply_crawl_controls": {
+                                     "config": {"control_ranges": plan.range_keys}}}})],
         cursor=plan.cursor,
     )

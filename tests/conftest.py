@@ -43,6 +43,7 @@ def store_settings(tmp_path: Path) -> Settings:
         frontier_topic=f"frontier-{tag}",
         dead_letter_topic=f"dead-{tag}",
         pages_topic=f"pages-{tag}",
+        control_topic=f"control-{tag}",
         topic_partitions=4,
         lake_path=tmp_path / "lake",
         dagster_home=tmp_path / "dagster_home",

@@ -43,6 +43,7 @@ class Bus(Protocol):
     seeds_topic: str
     frontier_topic: str
     dead_letter_topic: str
+    control_topic: str
     partitions: int
     pages_topic: str  # page events for subscribers outside the platform
 
@@ -70,6 +71,12 @@ class Bus(Protocol):
         """Produce ``(key, value)`` pairs (equal keys go to one partition) and wait for the acks.
         One flag per item, True once the broker confirmed it; the caller keeps unconfirmed items
         marked as such in the store and publishes them again on a later pass."""
+        ...
+
+    def partition_of(self, key: bytes, partitions: int) -> int:
+        """The partition a message keyed ``key`` lands in on a topic of ``partitions`` partitions:
+        lets a reader of the store tell which frontier partition holds a host's URLs without
+        reading the topic (the frontier sensor's batch priorities)."""
         ...
 
     def close(self) -> None:

@@ -39,6 +39,7 @@ class KafkaBus:
         timeout_s: float = 10.0,
         producer_config: dict[str, str] | None = None,
         pages_topic: str = "crawl.pages",
+        control_topic: str = "crawl.control",
     ) -> None:
         # librdkafka logs through Python logging instead of writing to stderr itself.
         self._config: dict[str, Any] = {**client_config, "logger": _KAFKA_LOG}
@@ -47,6 +48,7 @@ class KafkaBus:
         self.frontier_topic = frontier_topic
         self.dead_letter_topic = dead_letter_topic
         self.pages_topic = pages_topic
+        self.control_topic = control_topic
         self.partitions = partitions
         self.timeout_s = timeout_s
         self._producer: Producer | None = None
@@ -61,6 +63,7 @@ class KafkaBus:
             settings.topic_partitions,
             producer_config=settings.kafka_producer_config,
             pages_topic=settings.pages_topic,
+            control_topic=settings.control_topic,
         )
 
     # --- topics --------------------------------------------------------------------------------
@@ -71,7 +74,7 @@ class KafkaBus:
             existing = set(admin.list_topics(timeout=self.timeout_s).topics)
         except KafkaException as err:
             raise BusError(f"cannot reach Kafka at {self._config['bootstrap.servers']}: {err}") from None
-        wanted = [self.seeds_topic, self.frontier_topic, self.dead_letter_topic, self.pages_topic]
+        wanted = [self.seeds_topic, self.frontier_topic, self.dead_letter_topic, self.pages_topic, self.control_topic]
         missing = [NewTopic(t, num_partitions=self.partitions, replication_factor=1)
                    for t in wanted if t not in existing]
         if not missing:
@@ -182,6 +185,10 @@ class KafkaBus:
             producer.flush(1.0)
         return delivered
 
+    def partition_of(self, key: bytes, partitions: int) -> int:
+        """Where the producer's ``murmur2_random`` partitioner puts ``key`` (Java's default)."""
+        return (murmur2(key) & 0x7FFFFFFF) % partitions
+
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(self.timeout_s)
@@ -212,3 +219,31 @@ class KafkaBus:
             "auto.offset.reset": "earliest",
             "enable.partition.eof": "true",
         })
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash of a key (``Utils.murmur2`` in the Java client, ``rd_murmur2`` in
+    librdkafka): confluent-kafka does not expose the partitioner, and a reader of the store must
+    know which frontier partition a host's key went to."""
+    m, mask = 0x5BD1E995, 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = ((h * m) & mask) ^ k
+    tail = length - length % 4
+    extra = length % 4
+    if extra == 3:
+        h ^= data[tail + 2] << 16
+    if extra >= 2:
+        h ^= data[tail + 1] << 8
+    if extra >= 1:
+        h ^= data[tail]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h

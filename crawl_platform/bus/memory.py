@@ -23,9 +23,10 @@ class InMemoryBus:
 
     def __init__(self, seeds_topic: str = "crawl.seeds", frontier_topic: str = "crawl.frontier",
                  dead_letter_topic: str = "crawl.dead-letter", partitions: int = 4,
-                 pages_topic: str = "crawl.pages") -> None:
+                 pages_topic: str = "crawl.pages", control_topic: str = "crawl.control") -> None:
         self.seeds_topic = seeds_topic
         self.pages_topic = pages_topic
+        self.control_topic = control_topic
         self.frontier_topic = frontier_topic
         self.dead_letter_topic = dead_letter_topic
         self.partitions = partitions
@@ -37,7 +38,8 @@ class InMemoryBus:
     def ensure_topics(self) -> list[str]:
         created = []
         with self._lock:
-            for topic in (self.seeds_topic, self.frontier_topic, self.dead_letter_topic, self.pages_topic):
+            for topic in (self.seeds_topic, self.frontier_topic, self.dead_letter_topic, self.pages_topic,
+                          self.control_topic):
                 if topic not in self._logs:
                     self._logs[topic] = [[] for _ in range(self.partitions)]
                     self._ids[topic] = uuid.uuid4().hex
@@ -77,10 +79,13 @@ class InMemoryBus:
                     self._round_robin += 1
                     partition = self._round_robin % len(log)
                 else:
-                    partition = zlib.crc32(key) % len(log)
+                    partition = self.partition_of(key, len(log))
                 log[partition].append((key, value))
                 flags.append(True)
         return flags
+
+    def partition_of(self, key: bytes, partitions: int) -> int:
+        return zlib.crc32(key) % partitions
 
     def messages(self, topic: str) -> list[bytes]:
         """Every value on ``topic``, partition by partition (for assertions)."""

@@ -29,6 +29,9 @@ from crawl_platform.config import Scope
 
 MAX_PAGES_LIMIT = 2**31 - 1  # the store keeps limits as 32-bit integers
 MAX_DEPTH_LIMIT = 10_000
+MAX_HOST_DELAY_MS = 3_600_000  # an hour between two requests: anything above is a typo
+MAX_HOST_CONCURRENCY = 64
+MAX_PRIORITY = 1_000_000
 _LATEST_TIMESTAMP = 32503680000.0  # year 3000: anything later is not a submission time
 _STRICT = ConfigDict(strict=True)
 
@@ -64,6 +67,11 @@ class CrawlRequest:
     use_sitemaps: Annotated[bool, _null_is_default(False)] = False  # also seed from the seed hosts' sitemaps
     every_seconds: Annotated[int, Field(ge=0, le=MAX_PAGES_LIMIT), _null_is_default(0)] = 0  # 0: no interval
     cron: Annotated[str, _null_is_default("")] = ""  # a 5-field cron schedule (UTC); empty: none
+    # The crawl's own politeness and priority; 0 is the platform's default. The fetch step and the
+    # frontier sensor clamp them to the operator's limits (CRAWL_MIN_HOST_DELAY_MS and friends).
+    host_delay_ms: Annotated[int, Field(ge=0, le=MAX_HOST_DELAY_MS), _null_is_default(0)] = 0
+    host_concurrency: Annotated[int, Field(ge=0, le=MAX_HOST_CONCURRENCY), _null_is_default(0)] = 0
+    priority: Annotated[int, Field(ge=0, le=MAX_PRIORITY), _null_is_default(0)] = 0
     TYPE: ClassVar[str] = "crawl_request"
     VERSION: ClassVar[int] = 1
 
@@ -118,7 +126,23 @@ class PageEvent:
     VERSION: ClassVar[int] = 1
 
 
-Message = CrawlRequest | FrontierURL | DeadLetter | PageEvent
+
+ControlAction = Literal["cancel", "pause", "resume"]
+
+
+@dataclass(frozen=True, config=_STRICT)
+class CrawlControl:
+    """A user's command for one crawl (control topic, keyed by crawl id): cancel, pause or resume.
+    ``issued_at`` orders commands: one older than the crawl's last applied command changes nothing."""
+
+    crawl_id: str
+    action: ControlAction
+    issued_at: Annotated[float, Field(ge=0, le=_LATEST_TIMESTAMP, allow_inf_nan=False, description="a Unix time")]
+    TYPE: ClassVar[str] = "crawl_control"
+    VERSION: ClassVar[int] = 1
+
+
+Message = CrawlRequest | FrontierURL | DeadLetter | PageEvent | CrawlControl
 _M = TypeVar("_M", bound=Message)
 
 
@@ -220,8 +244,9 @@ _CRAWL_REQUEST = _Codec(CrawlRequest)
 _FRONTIER_URL = _Codec(FrontierURL)
 _DEAD_LETTER = _Codec(DeadLetter)
 _PAGE_EVENT = _Codec(PageEvent)
+_CRAWL_CONTROL = _Codec(CrawlControl)
 _CODECS: dict[type[Message], _Codec[Any]] = {
-    c.cls: c for c in (_CRAWL_REQUEST, _FRONTIER_URL, _DEAD_LETTER, _PAGE_EVENT)}
+    c.cls: c for c in (_CRAWL_REQUEST, _FRONTIER_URL, _DEAD_LETTER, _PAGE_EVENT, _CRAWL_CONTROL)}
 
 
 def encode(message: Message) -> bytes:
@@ -243,3 +268,7 @@ def decode_dead_letter(payload: bytes | None) -> DeadLetter:
 
 def decode_page_event(payload: bytes | None) -> PageEvent:
     return _PAGE_EVENT.decode(payload)
+
+
+def decode_crawl_control(payload: bytes | None) -> CrawlControl:
+    return _CRAWL_CONTROL.decode(payload)

@@ -15,6 +15,7 @@ never share a partition, so a host (always in one partition) is only ever fetche
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -68,13 +69,16 @@ def plan_batches(
     batch_size: int,
     max_batches: int,
     groups: int = 0,
+    priorities: Mapping[int, int] | None = None,
 ) -> BatchPlan:
     """Batches of at most ``batch_size`` offsets per partition, oldest first, at most
     ``max_batches`` of them; returns the advanced cursor.
 
     Partitions are split into ``groups`` groups (0: one group per partition); each batch holds
     the next range of every partition of one group that has new messages. Rounds go over the
-    groups in turn, so every group gets its first batch before any gets a second.
+    groups in turn, so every group gets its first batch before any gets a second; within a round,
+    groups holding a higher-priority partition (``priorities``: partition -> priority, 0 when
+    absent) come first, so when ``max_batches`` cuts, they get the room.
     """
     next_offset = dict(cursor)
     lost = []
@@ -89,11 +93,13 @@ def plan_batches(
     members: dict[int, list[int]] = {}
     for part in sorted(watermarks):
         members.setdefault(part % n_groups, []).append(part)
+    rank = priorities or {}
+    order = sorted(members, key=lambda g: (-max(rank.get(p, 0) for p in members[g]), g))
     batches: list[Batch] = []
     progressing = True
     while progressing and len(batches) < max_batches:
         progressing = False
-        for group in sorted(members):
+        for group in order:
             if len(batches) >= max_batches:
                 break
             batch: Batch = []

@@ -1,6 +1,7 @@
-"""The engine's commands of the ``crawl-platform`` command line: ``crawl``, ``schedule`` and ``status``, the
-lake commands ``sql``, ``backup``, ``restore`` and ``migrate`` (run by :mod:`crawl_platform.cli.lake`),
-and the archive commands ``show`` and ``export`` (:mod:`crawl_platform.cli.archive`).
+"""The engine's commands of the ``crawl-platform`` command line: ``crawl``, ``schedule``, ``status``,
+``cancel``/``pause``/``resume``, the lake commands ``sql``, ``backup``, ``restore`` and ``migrate``
+(run by :mod:`crawl_platform.cli.lake`), and the archive commands ``show`` and ``export``
+(:mod:`crawl_platform.cli.archive`).
 
 A contract other tools rely on: user mistakes print one line to stderr and exit 2, an
 unreachable broker or busy store prints one line and exits 1, never a traceback. The commands
@@ -28,9 +29,19 @@ from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli import archive, lake
 from crawl_platform.config import Settings
+from crawl_platform.frontier.control import PAST_TENSE, TARGETS, ControlRefusedError
+from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.frontier.schedules import UnknownCrawlError, parse_schedule, set_schedule
-from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, register_now, submit_crawl
+from crawl_platform.frontier.states import CrawlState
+from crawl_platform.pipeline.control import ACTIONS, build_control, submit_control
+from crawl_platform.pipeline.submission import (
+    SCOPES,
+    build_crawl_request,
+    clamped_policies,
+    register_now,
+    submit_crawl,
+)
 from crawl_platform.store.console import QueryError
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
@@ -94,6 +105,15 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
                        help="also seed from the seed hosts' sitemaps (robots.txt Sitemap: lines, /sitemap.xml)")
     crawl.add_argument("--every", metavar="INTERVAL", help="crawl again every INTERVAL, e.g. 6h, 1d, 1h30m")
     crawl.add_argument("--cron", metavar="CRON", help='crawl again on a 5-field cron schedule (UTC), e.g. "0 * * * *"')
+    crawl.add_argument("--host-delay-ms", type=int, default=0, metavar="MS",
+                       help="this crawl's gap between two requests to a host (0: CRAWL_HOST_DELAY_MS; "
+                       "at least CRAWL_MIN_HOST_DELAY_MS)")
+    crawl.add_argument("--host-concurrency", type=int, default=0, metavar="N",
+                       help="this crawl's requests in flight per host (0: CRAWL_HOST_CONCURRENCY; "
+                       "at most CRAWL_MAX_REQUESTS_PER_HOST)")
+    crawl.add_argument("--priority", type=int, default=0,
+                       help="higher runs this crawl's batches first when the run queue is full (0; "
+                       "at most CRAWL_MAX_PRIORITY)")
     crawl.add_argument("--wait", action="store_true", help="block until the crawl has no pending URLs")
     crawl.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N seconds (0: never)")
 
@@ -104,7 +124,13 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
     when.add_argument("--cron", metavar="CRON", help='on a 5-field cron schedule (UTC), e.g. "0 * * * *"')
     when.add_argument("--off", action="store_true", help="no more recurring passes")
 
-    status = sub.add_parser("status", help="pending, fetched, failed and pages/s per crawl")
+    for action, text in (("cancel", "cancel a crawl: its unfetched URLs are dropped, no new one admitted"),
+                         ("pause", "pause a crawl: its URLs are kept and none is fetched"),
+                         ("resume", "resume a paused crawl: its URLs are published again")):
+        control = sub.add_parser(action, help=text)
+        control.add_argument("crawl_id", metavar="CRAWL_ID", help="the crawl")
+
+    status = sub.add_parser("status", help="state, pending, fetched, failed and pages/s per crawl")
     status.add_argument("--crawl-id", help="only this crawl")
 
     sql = sub.add_parser("sql", help="query the lake with DuckDB: one query (-c) or a shell on stdin")
@@ -153,6 +179,8 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
         return _crawl(settings, args)
     if args.command == "schedule":
         return _schedule(settings, args)
+    if args.command in ACTIONS:
+        return _control(settings, args.command, args.crawl_id)
     if args.command in lake.COMMANDS:
         return lake.COMMANDS[args.command](settings, args)
     if args.command in archive.COMMANDS:
@@ -165,7 +193,8 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
         request = build_crawl_request(
             args.urls, args.crawl_id, args.max_pages, args.max_depth, args.scope, allow=args.allow,
             deny=args.deny, max_pages_per_host=args.max_pages_per_host, user_agent=args.user_agent,
-            use_sitemaps=args.sitemaps, every=args.every, cron=args.cron,
+            use_sitemaps=args.sitemaps, every=args.every, cron=args.cron, host_delay_ms=args.host_delay_ms,
+            host_concurrency=args.host_concurrency, priority=args.priority,
         )
     except InvalidURLError as exc:  # nothing is enqueued when any seed is bad
         return fail(f"bad seed: {exc}", EXIT_USAGE)
@@ -174,6 +203,8 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
     bus = KafkaBus.from_settings(settings)
     submit_crawl(bus, request)
     print(f"submitted crawl {request.crawl_id} ({len(request.seeds)} seeds)")
+    for note in clamped_policies(request, settings):
+        print(f"note: {note} (the platform's limit)")
     store = CrawlStore.from_settings(settings)
     # The first batch need not wait for the seeds sensor and an intake run (seconds).
     not_now = register_now(store, bus, request)
@@ -200,6 +231,36 @@ def _schedule(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _control(settings: Settings, action: str, crawl_id: str) -> int:
+    """Cancel, pause or resume: checked against the lake, put on the control topic, then applied
+    here where the lake is reachable (the control run of the message then finds it applied)."""
+    try:
+        command = build_control(crawl_id, action)
+    except ValueError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    store = CrawlStore.from_settings(settings)
+    try:
+        states = FrontierReadModel(store).crawl_states({command.crawl_id}) if store.exists() else {}
+    except (StoreUnavailableError, StoreBusyError) as exc:
+        submit_control(KafkaBus.from_settings(settings), command)
+        print(f"submitted {action} of crawl {command.crawl_id}; the control sensor applies it "
+              f"({' '.join(str(exc).split())})")
+        return 0
+    if command.crawl_id not in states:
+        return fail(f"no crawl {command.crawl_id!r}", EXIT_USAGE)
+    state, target = states[command.crawl_id], TARGETS[command.action]
+    if state is not target and not state.can_become(target):
+        return fail(f"crawl {command.crawl_id} is {state}: it cannot be {PAST_TENSE[command.action]}", EXIT_USAGE)
+    bus = KafkaBus.from_settings(settings)
+    submit_control(bus, command)
+    try:
+        outcome = Frontier(store, bus).control(command)
+    except ControlRefusedError as exc:  # its state changed in between
+        return fail(str(exc), EXIT_USAGE)
+    print(outcome.describe())
+    return 0
+
+
 def wait_for_crawl(read_model: FrontierReadModel, crawl_id: str, timeout_s: float = 0, poll_s: float = 1.0) -> int:
     """Print progress until the crawl has no pending URL; 0 when done, 1 on timeout. Reads the
     store only, so it waits without a Kafka client."""
@@ -207,7 +268,7 @@ def wait_for_crawl(read_model: FrontierReadModel, crawl_id: str, timeout_s: floa
     last_line = ""
     while True:
         found = read_model.status(crawl_id)
-        if found and found[0].pending == 0:
+        if found and found[0].pending == 0 and found[0].state != CrawlState.PAUSED:
             print(_line(found[0]), flush=True)
             return 0
         line = _line(found[0]) if found else f"crawl {crawl_id}: waiting for the seeds sensor to register it"
@@ -221,7 +282,7 @@ def wait_for_crawl(read_model: FrontierReadModel, crawl_id: str, timeout_s: floa
 
 
 def _line(s: CrawlStatus) -> str:
-    state = "done" if s.pending == 0 else "running"
+    state = ("done" if s.pending == 0 else "running") if s.state == CrawlState.ACTIVE else s.state
     return (f"crawl {s.crawl_id}: {state}, pending {s.pending}, fetched {s.fetched}, failed {s.failed}, "
             f"disallowed {s.disallowed}, {s.pages_per_second:.1f} pages/s")
 
@@ -235,10 +296,12 @@ def _status(settings: Settings, crawl_id: str | None) -> int:
     if not rows:
         print(f"no crawl {crawl_id!r}" if crawl_id else "no crawls yet")
         return EXIT_USAGE if crawl_id else 0
-    table = Table("crawl", "pending", "fetched", "failed", "disallowed", "pages/s", "registered")
+    table = Table("crawl", "pending", "fetched", "failed", "disallowed", "pages/s", "registered", "state",
+                  "paused", "cancelled", "priority")
     for s in rows:
         table.add_row(s.crawl_id, str(s.pending), str(s.fetched), str(s.failed), str(s.disallowed),
-                      f"{s.pages_per_second:.1f}", s.registered_at.strftime("%Y-%m-%d %H:%M:%S"))
+                      f"{s.pages_per_second:.1f}", s.registered_at.strftime("%Y-%m-%d %H:%M:%S"), s.shown_state,
+                      str(s.paused), str(s.cancelled), str(s.priority))
     Console(width=140).print(table)
     return 0
 

@@ -56,6 +56,8 @@ class FetchRequest:
     etag: str | None = None  # validators of the latest stored version: a conditional GET
     last_modified: str | None = None
     accept_any: bool = False  # read a body of any content type (sitemaps), not just the allow-list
+    host_delay_s: float | None = None  # the crawl's own gap per host (None: the fetcher's), clamped
+    host_concurrency: int = 0  # the crawl's own requests in flight per host (0: the fetcher's), clamped
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ class Fetcher:
         proxies: Sequence[str] = (),
         robots_error_ttl_s: float = 300.0,
         host_concurrency: int = 1,
+        min_host_delay_s: float = 0.0,
+        max_host_concurrency: int = 64,
     ) -> None:
         self.user_agent = user_agent
         self.max_redirects = max_redirects
@@ -147,10 +151,13 @@ class Fetcher:
         self.retry = retry or RetryPolicy()
         self.max_crawl_delay_s = max_crawl_delay_s
         self.host_concurrency = max(1, host_concurrency)
+        self.min_host_delay_s = min_host_delay_s  # floor of a crawl's own delay (CRAWL_MIN_HOST_DELAY_MS)
+        self.max_host_concurrency = max(1, max_host_concurrency)  # cap (CRAWL_MAX_REQUESTS_PER_HOST)
         # A host's requests in flight, plus its robots.txt and a redirect from another host.
         self.transport = Transport(NetworkGuard(allowed_networks), connect_timeout_s, read_timeout_s,
                                    deadline_s, max_body_bytes, ProxyPool(proxies),
-                                   connections_per_host=max(4, self.host_concurrency + 2))
+                                   connections_per_host=max(4, max(self.host_concurrency,
+                                                                   min(self.max_host_concurrency, 64)) + 2))
         self.pacer = HostPacer(host_delay_s, max_delay_s=max_host_delay_s, slow_response_s=slow_response_s,
                                concurrency=self.host_concurrency)
         self.robots = RobotsCache(
@@ -173,6 +180,8 @@ class Fetcher:
             host_delay_s=settings.host_delay_ms / 1000.0,
             concurrency=settings.fetch_concurrency,
             host_concurrency=settings.host_concurrency,
+            min_host_delay_s=settings.min_host_delay_ms / 1000.0,
+            max_host_concurrency=settings.max_requests_per_host,
             obey_robots=settings.obey_robots,
             allowed_networks=list(settings.allowed_networks),
             deadline_s=settings.fetch_deadline_s,
@@ -216,11 +225,13 @@ class Fetcher:
         by_host: dict[str, list[FetchRequest]] = defaultdict(list)
         for request in unique.values():
             by_host[origin_of(request.url)].append(request)
-        # One queue per host (CRAWL_HOST_CONCURRENCY queues for a host with that many URLs); the
-        # workers take the queue whose host's turn comes first, and the pacer spaces the requests.
-        turns = HostTurns(self.pacer, [(origin, requests[i::self.host_concurrency])
-                                       for origin, requests in by_host.items()
-                                       for i in range(min(self.host_concurrency, len(requests)))])
+        # One queue per request a host may have in flight (CRAWL_HOST_CONCURRENCY, or its crawls'
+        # own); the workers take the queue whose host's turn comes first, and the pacer spaces them.
+        queues = []
+        for origin, host_requests in by_host.items():
+            concurrency = self._host_policy(origin, host_requests)
+            queues += [(origin, host_requests[i::concurrency]) for i in range(min(concurrency, len(host_requests)))]
+        turns = HostTurns(self.pacer, queues)
         pool = self._workers()
         workers = [pool.submit(self._serve_turns, turns) for _ in range(min(self.concurrency, len(unique)))]
         return {result.url: result for worker in workers for result in worker.result()}
@@ -287,6 +298,19 @@ class Fetcher:
         return {"error": f"more than {self.max_redirects} redirects"}
 
     # --- internals ------------------------------------------------------------------------------
+    def _host_policy(self, origin: str, requests: Sequence[FetchRequest]) -> int:
+        """Set ``origin``'s base gap and concurrency from its requests' crawls and return the
+        concurrency. A crawl's own delay is raised to the floor and its concurrency cut to the cap
+        (the operator's limits); a host shared by crawls takes the most polite of them (the longest
+        gap, the fewest requests in flight). robots.txt Crawl-delay and adaptive back-off stay on
+        top, in the pacer."""
+        delays = {self.pacer.base_delay_s if r.host_delay_s is None else max(self.min_host_delay_s, r.host_delay_s)
+                  for r in requests}
+        concurrency = min(self.host_concurrency if not r.host_concurrency
+                          else min(self.max_host_concurrency, r.host_concurrency) for r in requests)
+        self.pacer.set_policy(origin, max(delays), concurrency)
+        return concurrency
+
     def _workers(self) -> ThreadPoolExecutor:
         """One pool of worker threads for the fetcher's life."""
         with self._pool_lock:

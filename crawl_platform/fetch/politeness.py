@@ -3,7 +3,8 @@
 A host is an origin, ``scheme://host[:port]``. Inside a run the fetcher's workers serve hosts
 in the order :meth:`HostPacer.ready_at` gives (:mod:`crawl_platform.fetch.turns`), one request at
 a time per host, and :class:`HostPacer` spaces a host's requests: at least the configured gap (or
-the robots.txt Crawl-delay, capped), and more when the host struggles. The gap doubles on a
+the crawls' own gap, :meth:`HostPacer.set_policy`, or the robots.txt Crawl-delay, capped, whichever
+is longest), and more when the host struggles. The gap doubles on a
 ``429``/``503``, becomes twice the response latency when the host answers slowly, and decays
 back towards the configured gap while it answers fast. After
 ``failure_limit`` connection failures in a row the host counts as unreachable for the rest of
@@ -48,6 +49,8 @@ class HostRecord:
 @dataclass
 class _HostState:
     delay_s: float
+    base_s: float  # the gap the host decays back to: the pacer's, or its crawls' own (set_policy)
+    concurrency: int  # requests in flight while the host is healthy
     last_start: float = float("-inf")  # time.monotonic() of the latest request (or reserved slot)
     last_end: float = float("-inf")  # when the latest response (or failure) was over
     connection_failures: int = 0
@@ -81,7 +84,7 @@ class HostPacer:
         with self._lock:
             state = self._hosts.get(origin)
             if state is None:
-                state = self._hosts[origin] = _HostState(self.base_delay_s)
+                state = self._hosts[origin] = _HostState(self.base_delay_s, self.base_delay_s, self.concurrency)
             return state
 
     def load(self, origin: str, delay_ms: int | None, last_contact: datetime | None = None) -> None:
@@ -93,10 +96,22 @@ class HostPacer:
             if origin in self._hosts:
                 return
             delay = self.base_delay_s if delay_ms is None else delay_ms / 1000.0
-            state = self._hosts[origin] = _HostState(min(self.max_delay_s, max(self.base_delay_s, delay)))
+            state = self._hosts[origin] = _HostState(min(self.max_delay_s, max(self.base_delay_s, delay)),
+                                                     self.base_delay_s, self.concurrency)
             if last_contact is not None:
                 ago = (datetime.now(UTC).replace(tzinfo=None) - last_contact).total_seconds()
                 state.last_start = state.last_end = time.monotonic() - max(0.0, ago)
+
+    def set_policy(self, origin: str, base_delay_s: float, concurrency: int) -> None:
+        """Give ``origin`` its own base gap and requests in flight (its crawls' politeness, already
+        clamped by the caller). The current gap never drops below the new base; a longer gap it
+        learned (back-off) stays and decays to the new base."""
+        state = self._state(origin)
+        with state.changed:
+            state.base_s = base_delay_s
+            state.concurrency = max(1, concurrency)
+            state.delay_s = min(max(self.max_delay_s, base_delay_s), max(state.delay_s, base_delay_s))
+            state.changed.notify_all()
 
     def delay_s(self, origin: str) -> float:
         return self._state(origin).delay_s
@@ -109,7 +124,7 @@ class HostPacer:
         state = self._state(origin)
         with state.lock:
             gap = max(state.delay_s, state.floor_s)
-            allowed = self.concurrency if gap <= self.base_delay_s else 1
+            allowed = state.concurrency if gap <= state.base_s else 1
             if allowed == 1 or state.in_flight >= allowed:
                 return max(state.last_start + gap, state.last_end + gap)
             return state.last_start + gap
@@ -127,7 +142,7 @@ class HostPacer:
         with state.changed:
             while True:
                 gap = max(state.delay_s, floor_s)
-                allowed = self.concurrency if gap <= self.base_delay_s else 1
+                allowed = state.concurrency if gap <= state.base_s else 1
                 if state.in_flight < allowed:
                     break
                 state.changed.wait()
@@ -157,7 +172,7 @@ class HostPacer:
                 # the next attempt, and enough of these in a row end the host for this run.
                 state.connection_failures += 1
             elif status in THROTTLE_STATUSES:
-                state.delay_s = min(self.max_delay_s, max(2 * old, self.throttle_delay_s))
+                state.delay_s = min(max(self.max_delay_s, state.base_s), max(2 * old, self.throttle_delay_s))
                 state.connection_failures = 0
             elif latency_s is not None and latency_s > self.slow_response_s:
                 # The gap counts from the end of a response: waiting one response time after it
@@ -166,8 +181,8 @@ class HostPacer:
                 state.connection_failures = 0
             else:
                 decayed = old * self.decay
-                state.delay_s = self.base_delay_s if decayed - self.base_delay_s < 0.01 else decayed
-                state.delay_s = max(self.base_delay_s, state.delay_s)
+                state.delay_s = state.base_s if decayed - state.base_s < 0.01 else decayed
+                state.delay_s = max(state.base_s, state.delay_s)
                 state.connection_failures = 0
 
     def unreachable(self, origin: str) -> bool:

@@ -1,8 +1,9 @@
 """Admission: which candidate URLs enter a crawl's frontier, each pass in one store transaction.
 
 A candidate enters when the crawl's scope, allow and deny patterns (:class:`crawl_platform.urls.CrawlScope`)
-and ``max_depth`` admit it, it is new to the crawl, and the crawl's ``max_pages`` and
-``max_pages_per_host`` leave room; shallower URLs go first, so a cap cuts the deepest ones.
+and ``max_depth`` admit it, it is new to the crawl, the crawl is not cancelled, and the crawl's
+``max_pages`` and ``max_pages_per_host`` leave room (a paused crawl's new URLs are kept
+``paused``); shallower URLs go first, so a cap cuts the deepest ones.
 Candidates are a new crawl's seeds, the links of a landed batch (whose items the same
 transaction closes, so a crawl never looks finished while its links are being admitted), or
 URLs found elsewhere (sitemaps). Neighbours: :mod:`crawl_platform.store.landing` writes the
@@ -21,7 +22,7 @@ import pyarrow as pa
 from crawl_platform.bus.messages import CrawlRequest, FrontierURL
 from crawl_platform.frontier.schedules import record_schedule
 from crawl_platform.frontier.state_store import URLStateStore, utc_now
-from crawl_platform.frontier.states import BatchOutcome, sql_list
+from crawl_platform.frontier.states import BatchOutcome, CrawlState, sql_list, sql_literal
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.revisits import drop_not_due, pass_candidates
 from crawl_platform.urls import CrawlScope, canonicalize, host_of
@@ -29,9 +30,11 @@ from crawl_platform.urls import CrawlScope, canonicalize, host_of
 # Items whose page's links are followed: an error page (a 404 with a body) has links too.
 LINK_OUTCOMES = (BatchOutcome.FETCHED, BatchOutcome.FAILED)
 
+_ACTIVE, _CANCELLED = sql_literal(CrawlState.ACTIVE), sql_literal(CrawlState.CANCELLED)
+
 # Within each crawl's page caps, new (crawl, url) pairs of the registered view ``candidates``,
 # shallowest first per crawl and per host.
-_ADMITTED_SQL = """
+_ADMITTED_SQL = f"""
     SELECT crawl_id, url, depth, host
     FROM (SELECT capped.*,
                  row_number() OVER (PARTITION BY crawl_id ORDER BY depth, url) AS rn
@@ -46,6 +49,7 @@ _ADMITTED_SQL = """
                              coalesce(cr.max_pages_per_host, 0) AS per_host
                       FROM crawls cr LEFT JOIN frontier f USING (crawl_id)
                       WHERE cr.crawl_id IN (SELECT crawl_id FROM candidates)
+                        AND coalesce(cr.state, {_ACTIVE}) <> {_CANCELLED}
                       GROUP BY cr.crawl_id, cr.max_pages, cr.max_pages_per_host) r USING (crawl_id)
                 LEFT JOIN (SELECT crawl_id, host, count(*) AS used FROM frontier
                            WHERE crawl_id IN (SELECT crawl_id FROM candidates)
@@ -80,13 +84,15 @@ class Admission:
                 # turns (the store's write lock) and this insert skips an id already there.
                 """INSERT INTO crawls (crawl_id, seeds, scope, max_pages, max_depth, submitted_at,
                                        registered_at, allow_patterns, deny_patterns, max_pages_per_host,
-                                       user_agent, use_sitemaps)
-                   SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?
+                                       user_agent, use_sitemaps, state, host_delay_ms, host_concurrency,
+                                       priority)
+                   SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?, ?, ?, ?, ?
                    WHERE NOT EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ?)""",
                 [request.crawl_id, seeds, request.scope, request.max_pages, request.max_depth,
                  datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), utc_now(),
                  list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
-                 request.user_agent, request.use_sitemaps, request.crawl_id],
+                 request.user_agent, request.use_sitemaps, CrawlState.ACTIVE.value, request.host_delay_ms,
+                 request.host_concurrency, request.priority, request.crawl_id],
             )
             record_schedule(con, request)
             # A pass of a recurring crawl starts from what is due, not from the whole site.
@@ -149,4 +155,7 @@ class Admission:
         con.register("candidates", table)
         admitted = self.states.insert_discovered(con, _ADMITTED_SQL)
         con.unregister("candidates")
-        return admitted
+        # A paused crawl's new URLs (links of a batch that was fetching when the pause came) are
+        # kept ``paused``, not published: resume publishes them with the rest.
+        paused = self.states.hold_paused(con, {u.crawl_id for u in admitted})
+        return [u for u in admitted if u.crawl_id not in paused]

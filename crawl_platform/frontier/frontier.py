@@ -15,8 +15,9 @@ reads; :mod:`crawl_platform.bus.kafka` carries what it publishes.
 from __future__ import annotations
 
 from crawl_platform.bus.base import Bus
-from crawl_platform.bus.messages import CrawlRequest, FrontierURL
+from crawl_platform.bus.messages import CrawlControl, CrawlRequest, FrontierURL
 from crawl_platform.frontier.admission import Admission
+from crawl_platform.frontier.control import ControlOutcome, CrawlController
 from crawl_platform.frontier.publisher import STALE_DISCOVERED_S, FrontierGrowth, FrontierPublisher
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.frontier.state_store import URLStateStore
@@ -35,6 +36,7 @@ class Frontier:
         self.admission = Admission(store, self.states)
         self.publisher = FrontierPublisher(bus, self.states)
         self.read_model = FrontierReadModel(store)
+        self.controller = CrawlController(store, self.states, self.publisher)
 
     # --- admitting and publishing: one store transaction, then the bus ---------------------------
     def register(self, request: CrawlRequest) -> FrontierGrowth:
@@ -60,6 +62,10 @@ class Frontier:
     def requeue_all_pending(self) -> FrontierGrowth:
         """After the broker lost its data: publish every URL that is known but not fetched."""
         return self.publisher.requeue_all_pending()
+
+    def control(self, command: CrawlControl) -> ControlOutcome:
+        """Cancel, pause or resume a crawl (see :mod:`.control`); idempotent."""
+        return self.controller.apply(command)
 
     # --- reading --------------------------------------------------------------------------------
     def orphaned_count(self, older_than_s: float) -> int:

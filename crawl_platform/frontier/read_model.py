@@ -3,13 +3,15 @@
 Read-only and bus-free: it needs only a :class:`~crawl_platform.store.database.CrawlStore`, so
 ``crawl-platform status`` and ``crawl --wait`` build no Kafka client. It answers how far each
 crawl is (:class:`CrawlStatus`), which delivered URLs are already done (duplicate deliveries),
-whether a batch landed, which crawls exist, and how many URLs sit ``queued`` with nothing left to
-fetch them. Neighbours: :mod:`.state_store` and :mod:`.admission` write what this reads, the CLI
+whether a batch landed, which crawls exist and in which state (active, paused, cancelled), which
+frontier partitions hold a prioritised crawl's URLs, and how many URLs sit ``queued`` with nothing
+left to fetch them. Neighbours: :mod:`.state_store` and :mod:`.admission` write what this reads, the CLI
 and the Kafka sensors read through it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,7 +19,7 @@ import pyarrow as pa
 
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.state_store import utc_now
-from crawl_platform.frontier.states import PENDING_STATES, URLState, sql_list, sql_literal
+from crawl_platform.frontier.states import PENDING_STATES, CrawlState, URLState, sql_list, sql_literal
 from crawl_platform.store.database import CrawlStore
 
 
@@ -30,6 +32,18 @@ class CrawlStatus:
     disallowed: int
     registered_at: datetime
     last_update: datetime | None
+    state: str = "active"  # the stored crawl state (CrawlState), see `shown_state`
+    paused: int = 0  # URLs kept while the crawl is paused
+    cancelled: int = 0  # URLs dropped when the crawl was cancelled
+    priority: int = 0
+
+    @property
+    def shown_state(self) -> str:
+        """What ``status`` shows: the crawl's state, or ``finished`` for an active crawl with
+        nothing left to fetch."""
+        if self.state == CrawlState.ACTIVE and self.pending == 0 and self.paused == 0:
+            return "finished"
+        return self.state
 
     @property
     def pages_per_second(self) -> float:
@@ -41,6 +55,7 @@ class CrawlStatus:
 
 
 _PENDING = sql_list(PENDING_STATES)
+_ACTIVE = sql_literal(CrawlState.ACTIVE)
 
 _STATUS_SQL = f"""
     SELECT c.crawl_id,
@@ -49,10 +64,14 @@ _STATUS_SQL = f"""
            count(f.url) FILTER (WHERE f.state = {sql_literal(URLState.FAILED)}),
            count(f.url) FILTER (WHERE f.state = {sql_literal(URLState.DISALLOWED)}),
            c.registered_at,
-           max(f.updated_at) FILTER (WHERE f.state NOT IN {_PENDING})
+           max(f.updated_at) FILTER (WHERE f.state NOT IN {_PENDING}),
+           coalesce(c.state, {sql_literal(CrawlState.ACTIVE)}),
+           count(f.url) FILTER (WHERE f.state = {sql_literal(URLState.PAUSED)}),
+           count(f.url) FILTER (WHERE f.state = {sql_literal(URLState.CANCELLED)}),
+           coalesce(c.priority, 0)
     FROM crawls c LEFT JOIN frontier f USING (crawl_id)
     WHERE $1 IS NULL OR c.crawl_id = $1
-    GROUP BY c.crawl_id, c.registered_at ORDER BY c.registered_at
+    GROUP BY c.crawl_id, c.registered_at, c.state, c.priority ORDER BY c.registered_at
 """
 
 
@@ -97,6 +116,32 @@ class FrontierReadModel:
     def batch_landed(self, batch_id: str) -> bool:
         """True once the batch's landing transaction committed (its items are recorded)."""
         return bool(self.store.query("SELECT count(*) FROM batch_items WHERE batch_id = ?", [batch_id])[0][0])
+
+    def crawl_states(self, crawl_ids: set[str]) -> dict[str, CrawlState]:
+        """The state of each registered crawl among ``crawl_ids`` (unknown ones are left out)."""
+        if not crawl_ids:
+            return {}
+        rows = self.store.query("SELECT crawl_id, state FROM crawls WHERE list_contains(?, crawl_id)",
+                                [sorted(crawl_ids)])
+        return {crawl_id: CrawlState(state or CrawlState.ACTIVE) for crawl_id, state in rows}
+
+    def partition_priorities(self, partition_of: Callable[[str], int], max_priority: int) -> dict[int, int]:
+        """The highest priority (clamped to ``max_priority``) of an active crawl with URLs queued
+        in each frontier partition, for partitions where it is above 0; ``partition_of`` maps a
+        host (the frontier topic's key) to its partition. One grouped read, and none of it when no
+        active crawl has a priority."""
+        prioritised = f"c.priority > 0 AND coalesce(c.state, {_ACTIVE}) = {_ACTIVE}"
+        if not self.store.query(f"SELECT count(*) FROM crawls c WHERE {prioritised}")[0][0]:
+            return {}  # the usual case: no frontier scan at all
+        rows = self.store.query(
+            f"""SELECT f.host, least(max(c.priority), ?) FROM frontier f JOIN crawls c USING (crawl_id)
+                WHERE {prioritised} AND f.state = {sql_literal(URLState.QUEUED)}
+                GROUP BY f.host""", [max_priority])
+        priorities: dict[int, int] = {}
+        for host, priority in rows:
+            partition = partition_of(host)
+            priorities[partition] = max(priorities.get(partition, 0), int(priority))
+        return {p: v for p, v in priorities.items() if v > 0}
 
     def known_crawls(self, crawl_ids: set[str]) -> set[str]:
         """The ids among ``crawl_ids`` of crawls that were registered."""

@@ -1,9 +1,10 @@
 """The URL state store: every write to the ``frontier`` table, each a transition :mod:`.states` allows.
 
 It inserts admitted URLs as ``discovered``, marks the ones the broker acknowledged ``queued``, and
-closes a landed batch's items in their outcomes; it also lists the pending rows the publisher
-sends again. Methods that take a connection run inside the caller's transaction (admission's,
-which must admit links and close a batch at once); :meth:`URLStateStore.mark_queued` opens its
+closes a landed batch's items in their outcomes; it moves a paused, resumed or cancelled
+crawl's rows; it also lists the pending rows the publisher sends again. Methods that take a
+connection run inside the caller's transaction (admission's, which must admit links and close a
+batch at once, or a control command's); :meth:`URLStateStore.mark_queued` opens its
 own, after the publish. Neighbours: :mod:`.admission` decides which rows enter,
 :mod:`.publisher` reports the broker's acks here, :mod:`.read_model` reads what this writes.
 """
@@ -19,6 +20,7 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.states import (
     CLOSED_STATES,
     BatchOutcome,
+    CrawlState,
     URLState,
     check_transition,
     sources_of,
@@ -97,6 +99,38 @@ class URLStateStore:
                  AND frontier.url = b.url AND frontier.state IN {sql_list(sources_of(*CLOSED_STATES))}""",
             [batch_id, utc_now()],
         )
+
+    def hold_paused(self, con: duckdb.DuckDBPyConnection, crawl_ids: set[str]) -> set[str]:
+        """In the caller's transaction: the crawls among ``crawl_ids`` that are paused, whose
+        ``discovered`` rows (just admitted) become ``paused`` instead of being published."""
+        if not crawl_ids:
+            return set()
+        paused_state = sql_literal(CrawlState.PAUSED)
+        paused = {r[0] for r in con.execute(
+            f"SELECT crawl_id FROM crawls WHERE list_contains(?, crawl_id) AND state = {paused_state}",
+            [sorted(crawl_ids)]).fetchall()}
+        for crawl_id in sorted(paused):
+            self.move_crawl(con, crawl_id, (URLState.DISCOVERED,), URLState.PAUSED)
+        return paused
+
+    def move_crawl(self, con: duckdb.DuckDBPyConnection, crawl_id: str, sources: tuple[URLState, ...],
+                   target: URLState) -> int:
+        """In the caller's transaction: every row of ``crawl_id`` in one of ``sources`` becomes
+        ``target`` (a crawl paused, resumed or cancelled); returns how many rows changed."""
+        for source in sources:
+            check_transition(source, target)
+        where = f"crawl_id = $1 AND state IN {sql_list(sources)}"
+        count = int(con.execute(f"SELECT count(*) FROM frontier WHERE {where}", [crawl_id]).fetchone()[0])  # type: ignore[index]
+        if count:
+            con.execute(f"UPDATE frontier SET state = {sql_literal(target)}, updated_at = $2 WHERE {where}",
+                        [crawl_id, utc_now()])
+        return count
+
+    def urls_of(self, crawl_id: str, states: tuple[URLState, ...]) -> list[FrontierURL]:
+        """One crawl's URLs in one of ``states`` (what resume publishes)."""
+        rows = self.store.query(f"SELECT crawl_id, url, depth FROM frontier WHERE crawl_id = ? AND state IN "
+                                f"{sql_list(states)}", [crawl_id])
+        return [FrontierURL(c, u, d) for c, u, d in rows]
 
     def urls_in(self, states: tuple[URLState, ...], updated_before: datetime | None = None) -> list[FrontierURL]:
         """The URLs (of every crawl) in one of ``states``, optionally only those unchanged since

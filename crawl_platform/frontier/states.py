@@ -2,7 +2,9 @@
 
 A URL's row in the ``frontier`` table is admitted ``discovered``, becomes ``queued`` once the broker
 acknowledged its message (a re-publish refreshes ``queued``), and is closed ``fetched``, ``failed``
-or ``disallowed`` when its batch is expanded; the closed states are final. A batch item
+or ``disallowed`` when its batch is expanded; the closed states are final. A crawl paused by its
+user moves its pending rows to ``paused`` (resume makes them ``discovered`` again and publishes
+them); a cancelled crawl's unfinished rows end ``cancelled``, a final state. A batch item
 (``batch_items.outcome``) ends in one of the closing states, or ``skipped`` when the run did not
 fetch it (a duplicate delivery), which leaves its frontier row alone. The values are the stored
 column values the README documents. Neighbours: :mod:`crawl_platform.frontier.state_store`
@@ -25,6 +27,8 @@ class URLState(StrEnum):
     FETCHED = "fetched"  # a response below 400 (a 304 too)
     FAILED = "failed"  # an error status, or no response at all
     DISALLOWED = "disallowed"  # robots.txt forbids it
+    PAUSED = "paused"  # its crawl is paused: kept, fetched by no batch until the crawl is resumed
+    CANCELLED = "cancelled"  # its crawl was cancelled before the URL was fetched
 
     @property
     def pending(self) -> bool:
@@ -43,11 +47,36 @@ CLOSED_STATES: tuple[URLState, ...] = (URLState.FETCHED, URLState.FAILED, URLSta
 # recorded directly in its closing state.
 TRANSITIONS: Mapping[URLState | None, frozenset[URLState]] = MappingProxyType({
     None: frozenset({URLState.DISCOVERED, *CLOSED_STATES}),
-    URLState.DISCOVERED: frozenset({URLState.QUEUED, *CLOSED_STATES}),  # broker ack, batch closed
-    URLState.QUEUED: frozenset({URLState.QUEUED, *CLOSED_STATES}),  # re-publish refresh, batch closed
+    # broker ack, batch closed, crawl paused or cancelled
+    URLState.DISCOVERED: frozenset({URLState.QUEUED, *CLOSED_STATES, URLState.PAUSED, URLState.CANCELLED}),
+    # re-publish refresh, batch closed, crawl paused or cancelled
+    URLState.QUEUED: frozenset({URLState.QUEUED, *CLOSED_STATES, URLState.PAUSED, URLState.CANCELLED}),
+    # resumed (published again), cancelled, or closed by a batch already fetching when the pause came
+    URLState.PAUSED: frozenset({URLState.DISCOVERED, URLState.CANCELLED, *CLOSED_STATES}),
     URLState.FETCHED: frozenset(),
     URLState.FAILED: frozenset(),
     URLState.DISALLOWED: frozenset(),
+    URLState.CANCELLED: frozenset(),
+})
+
+
+class CrawlState(StrEnum):
+    """State of a whole crawl (``crawls.state``; NULL in a lake older than the column is ``active``),
+    set by ``crawl-platform cancel|pause|resume``. A crawl with nothing left to fetch shows as
+    ``finished`` in ``status``; that is derived, never stored."""
+
+    ACTIVE = "active"  # its URLs are fetched and its links admitted
+    PAUSED = "paused"  # its URLs are kept (``paused``) and none is fetched
+    CANCELLED = "cancelled"  # its unfinished URLs are dropped and no new one is admitted; final
+
+    def can_become(self, target: CrawlState) -> bool:
+        return target in CRAWL_TRANSITIONS[self]
+
+
+CRAWL_TRANSITIONS: Mapping[CrawlState, frozenset[CrawlState]] = MappingProxyType({
+    CrawlState.ACTIVE: frozenset({CrawlState.PAUSED, CrawlState.CANCELLED}),
+    CrawlState.PAUSED: frozenset({CrawlState.ACTIVE, CrawlState.CANCELLED}),
+    CrawlState.CANCELLED: frozenset(),
 })
 
 

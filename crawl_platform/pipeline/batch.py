@@ -30,6 +30,7 @@ from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
+from crawl_platform.frontier.states import CrawlState
 from crawl_platform.parse.html import ParsedPage, ParserEngine, parse_html
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.store.database import CrawlStore
@@ -54,6 +55,7 @@ class BatchReport:
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
+    held: int = 0  # items of paused or cancelled crawls, not fetched
     snapshot_id: int | None = None  # the lake snapshot the batch landed in
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -151,7 +153,8 @@ class BatchReader:
                 except (MessageDecodeError, InvalidURLError) as err:
                     letters.append(DeadLetter.for_payload(str(err), self.bus.frontier_topic, rec.partition,
                                                           rec.offset, rec.value or b""))
-        known = self.read_model.known_crawls({i.crawl_id for i in items})
+        states = self.read_model.crawl_states({i.crawl_id for i in items})
+        known = set(states)
         for rec_item in [i for i in items if i.crawl_id not in known]:
             letters.append(DeadLetter.for_payload(f"unknown crawl {rec_item.crawl_id!r}",
                                                   self.bus.frontier_topic, -1, -1, rec_item.url.encode()))
@@ -160,7 +163,11 @@ class BatchReader:
             publish_dead_letters(self.bus, letters)
         report.dead_letters = len(letters)
         done = set() if refetch_done else self.read_model.done_urls(items)
-        to_fetch = [i for i in items if (i.crawl_id, i.url) not in done]
+        # A paused or cancelled crawl's URLs are not fetched: they land as ``skipped`` items, and
+        # their rows stay ``paused`` (resume publishes them again) or ``cancelled``.
+        held = {c for c, state in states.items() if state is not CrawlState.ACTIVE}
+        report.held = sum(1 for i in items if i.crawl_id in held)
+        to_fetch = [i for i in items if (i.crawl_id, i.url) not in done and i.crawl_id not in held]
         requests, hosts = self._fetch_requests(to_fetch)
         report.seconds["read"] = time.perf_counter() - clock
         return PreparedBatch(batch_id, items, requests, hosts, report)
@@ -174,7 +181,8 @@ class BatchReader:
         crawl_ids = sorted({i.crawl_id for i in items})
         with self.store.read() as con:
             crawls = con.execute(
-                """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns, user_agent
+                """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns, user_agent, host_delay_ms,
+                          host_concurrency
                    FROM crawls WHERE list_contains(?, crawl_id)""",
                 [crawl_ids],
             ).fetchall()
@@ -182,11 +190,15 @@ class BatchReader:
             hosts = load_hosts(con, {origin_of(i.url) for i in items})
         agents: dict[str, str | None] = {}
         scopes: dict[str, CrawlScope] = {}
-        for crawl_id, scope, seeds, allow, deny, agent in crawls:
+        politeness: dict[str, tuple[float | None, int]] = {}  # the crawl's own delay and concurrency
+        for crawl_id, scope, seeds, allow, deny, agent, delay_ms, concurrency in crawls:
             agents[crawl_id] = agent or None
             scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny)
+            politeness[crawl_id] = (delay_ms / 1000.0 if delay_ms else None, concurrency or 0)
         return [
             FetchRequest(i.url, user_agent=agents.get(i.crawl_id),
+                         host_delay_s=politeness.get(i.crawl_id, (None, 0))[0],
+                         host_concurrency=politeness.get(i.crawl_id, (None, 0))[1],
                          in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
                          etag=validators.get(i.url, (None, None))[0],
                          last_modified=validators.get(i.url, (None, None))[1])

@@ -14,10 +14,11 @@ ranges, :mod:`crawl_platform.pipeline.batch` and :mod:`~crawl_platform.pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from crawl_platform.bus.base import Bus, BusError
+from crawl_platform.bus.messages import MAX_PRIORITY
 from crawl_platform.bus.offsets import (
     Batch,
     OffsetRange,
@@ -30,6 +31,7 @@ from crawl_platform.bus.offsets import (
 )
 from crawl_platform.config import Settings
 from crawl_platform.pipeline.batch import BatchCrawler, BatchReport
+from crawl_platform.pipeline.control import ControlIntake
 from crawl_platform.pipeline.intake import SeedIntake
 
 ORPHAN_AFTER_S = 60.0
@@ -86,6 +88,7 @@ class PlannedBatch:
 
     key: str
     ranges: Batch
+    priority: int = 0  # the highest priority of a crawl with URLs queued in its partitions
 
     @property
     def partitions(self) -> list[int]:
@@ -158,14 +161,18 @@ def read_topic(bus: Bus, topic: str, raw_cursor: str | None) -> TopicState:
     return TopicState(watermarks, {} if recreated else cursor, epoch, topic_id, recreated)
 
 
-def plan_frontier(topic: TopicState, queue: RunQueue, policy: LoopPolicy) -> FrontierPlan:
-    """Batches for the frontier topic's new offsets, as many as the run queue has room for; an
+def plan_frontier(topic: TopicState, queue: RunQueue, policy: LoopPolicy,
+                  priorities: Mapping[int, int] | None = None) -> FrontierPlan:
+    """Batches for the frontier topic's new offsets, as many as the run queue has room for, the
+    partitions of higher-priority crawls first (``priorities``: partition -> the highest priority
+    of a crawl with URLs queued there, see
+    :meth:`~crawl_platform.frontier.read_model.FrontierReadModel.partition_priorities`); an
     epoch bump and a requeue when the broker lost its log (a high watermark below the cursor, or
     the topic created anew), so offsets a fresh broker reuses never collide with batches already
     run and every URL the broker forgot is published again from the store."""
     room = max(0, policy.max_queued_runs - queue.waiting)
     cut = plan_batches(topic.watermarks, topic.cursor, policy.batch_size, min(room, policy.max_runs_per_tick),
-                       groups=policy.batch_groups)
+                       groups=policy.batch_groups, priorities=priorities)
     epoch = topic.epoch
     requeues: list[Requeue] = []
     if cut.lost_partitions or topic.recreated:
@@ -173,7 +180,9 @@ def plan_frontier(topic: TopicState, queue: RunQueue, policy: LoopPolicy) -> Fro
         lost = ("the frontier topic was created anew" if topic.recreated
                 else f"frontier partitions {cut.lost_partitions}")
         requeues.append(Requeue(f"requeue-e{epoch}", f"{lost} lost their log: re-publishing pending URLs"))
-    batches = [PlannedBatch(batch_key(epoch, ranges), ranges) for ranges in cut.batches]
+    rank = priorities or {}
+    batches = [PlannedBatch(batch_key(epoch, ranges), ranges, max(rank.get(r.partition, 0) for r in ranges))
+               for ranges in cut.batches]
     check_orphans = not batches and not requeues and not cut.backlog and queue.in_flight == 0
     return FrontierPlan(batches, requeues, encode_cursor(cut.cursor, epoch, topic.topic_id), epoch, cut.backlog,
                         check_orphans)
@@ -198,6 +207,7 @@ class LoopReport:
     crawls_registered: list[str] = field(default_factory=list)
     batches: list[BatchReport] = field(default_factory=list)
     requeued: int = 0
+    controls: int = 0  # control commands applied
 
 
 class CrawlLoop:
@@ -210,8 +220,10 @@ class CrawlLoop:
 
     def __init__(self, bus: Bus, crawler: BatchCrawler, intake: SeedIntake, policy: LoopPolicy,
                  before_batch: Callable[[PlannedBatch], None] | None = None, settings: Settings | None = None,
-                 ) -> None:
+                 control: ControlIntake | None = None) -> None:
         self.bus = bus
+        self.control = control or ControlIntake(bus, crawler.store)
+        self.control_cursor: str | None = None
         self.crawler = crawler
         self.intake = intake
         self.policy = policy
@@ -243,8 +255,16 @@ class CrawlLoop:
             registered = self.intake.register(OffsetRange.parse(key))
             report.crawls_registered += registered.crawls
             busy = True
-        plan = plan_frontier(read_topic(self.bus, self.bus.frontier_topic, self.frontier_cursor), RunQueue(),
-                             self.policy_now())
+        controls = plan_seeds(read_topic(self.bus, self.bus.control_topic, self.control_cursor))
+        self.control_cursor = controls.cursor
+        for key in controls.range_keys:
+            report.controls += len(self.control.apply(OffsetRange.parse(key)).outcomes)
+            busy = True
+        topic = read_topic(self.bus, self.bus.frontier_topic, self.frontier_cursor)
+        max_priority = self.settings.max_priority if self.settings is not None else MAX_PRIORITY
+        priorities = self.crawler.frontier.read_model.partition_priorities(
+            lambda host: self.bus.partition_of(host.encode(), len(topic.watermarks)), max_priority)
+        plan = plan_frontier(topic, RunQueue(), self.policy_now(), priorities)
         self.frontier_cursor = plan.cursor
         if plan.check_orphans:
             plan = plan.with_orphans(self.crawler.frontier.orphaned_count(ORPHAN_AFTER_S), 0.0)

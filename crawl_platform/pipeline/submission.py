@@ -15,9 +15,16 @@ from collections.abc import Sequence
 from typing import get_args
 
 from crawl_platform.bus.base import Bus, BusError
-from crawl_platform.bus.messages import MAX_DEPTH_LIMIT, MAX_PAGES_LIMIT, CrawlRequest
+from crawl_platform.bus.messages import (
+    MAX_DEPTH_LIMIT,
+    MAX_HOST_CONCURRENCY,
+    MAX_HOST_DELAY_MS,
+    MAX_PAGES_LIMIT,
+    MAX_PRIORITY,
+    CrawlRequest,
+)
 from crawl_platform.bus.publishing import publish_crawl_request
-from crawl_platform.config import Scope
+from crawl_platform.config import Scope, Settings
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.schedules import Schedule, parse_schedule
 from crawl_platform.store.database import CrawlStore
@@ -39,7 +46,8 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
                         max_depth: int = 10, scope: str = "host", *, allow: Sequence[str] = (),
                         deny: Sequence[str] = (), max_pages_per_host: int = 0, user_agent: str = "",
                         use_sitemaps: bool = False, every: str | int | None = None,
-                        cron: str | None = None) -> CrawlRequest:
+                        cron: str | None = None, host_delay_ms: int = 0, host_concurrency: int = 0,
+                        priority: int = 0) -> CrawlRequest:
     """Validate everything; raises :class:`InvalidURLError` or ValueError with a one-line reason.
     ``every`` (``6h``, or seconds) or ``cron`` make the crawl recurring (:mod:`.schedules`)."""
     if not seeds:
@@ -53,6 +61,11 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
         raise ValueError(f"max-depth must be between 0 and {MAX_DEPTH_LIMIT}, not {max_depth}")
     if not 0 <= max_pages_per_host <= MAX_PAGES_LIMIT:
         raise ValueError(f"max-pages-per-host must be between 0 and {MAX_PAGES_LIMIT}, not {max_pages_per_host}")
+    for name, value, high in (("host-delay-ms", host_delay_ms, MAX_HOST_DELAY_MS),
+                              ("host-concurrency", host_concurrency, MAX_HOST_CONCURRENCY),
+                              ("priority", priority, MAX_PRIORITY)):
+        if not 0 <= value <= high:
+            raise ValueError(f"{name} must be between 0 and {high}, not {value}")
     for pattern in (*allow, *deny):
         try:
             re.compile(pattern)
@@ -66,7 +79,8 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
         raise ValueError(f"crawl id {crawl_id!r} must be 1-128 letters, digits or ._@:- (no spaces)")
     return CrawlRequest(crawl_id, tuple(dict.fromkeys(canonical)), max_pages, max_depth,
                         scope, time.time(), tuple(allow), tuple(deny), max_pages_per_host,
-                        user_agent.strip(), use_sitemaps, schedule.every_seconds, schedule.cron)
+                        user_agent.strip(), use_sitemaps, schedule.every_seconds, schedule.cron,
+                        host_delay_ms, host_concurrency, priority)
 
 
 def submit_crawl(bus: Bus, request: CrawlRequest) -> None:
@@ -90,3 +104,19 @@ def register_now(store: CrawlStore, bus: Bus, request: CrawlRequest) -> str | No
     except (StoreUnavailableError, StoreBusyError, ExtensionError, BusError) as err:
         return one_line(str(err)) or type(err).__name__
     return None
+
+
+def clamped_policies(request: CrawlRequest, settings: Settings) -> list[str]:
+    """What the platform's limits change in a request's own politeness and priority, one phrase
+    each (empty when nothing): the fetch step and the frontier sensor apply the limits, this only
+    tells the user at submission."""
+    notes = []
+    if request.host_delay_ms and request.host_delay_ms < settings.min_host_delay_ms:
+        notes.append(f"host delay {request.host_delay_ms} ms raised to CRAWL_MIN_HOST_DELAY_MS "
+                     f"{settings.min_host_delay_ms} ms")
+    if request.host_concurrency > settings.max_requests_per_host:
+        notes.append(f"host concurrency {request.host_concurrency} cut to CRAWL_MAX_REQUESTS_PER_HOST "
+                     f"{settings.max_requests_per_host}")
+    if request.priority > settings.max_priority:
+        notes.append(f"priority {request.priority} cut to CRAWL_MAX_PRIORITY {settings.max_priority}")
+    return notes

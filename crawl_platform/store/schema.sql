@@ -13,13 +13,18 @@ CREATE TABLE IF NOT EXISTS crawls (
     deny_patterns VARCHAR[],
     max_pages_per_host INTEGER,
     user_agent    VARCHAR,
-    use_sitemaps  BOOLEAN
+    use_sitemaps  BOOLEAN,
+    state         VARCHAR,               -- active | paused | cancelled (NULL: active); crawl-platform cancel|pause|resume
+    state_changed_at TIMESTAMP,          -- issue time of the latest control command applied
+    host_delay_ms INTEGER,               -- the crawl's own gap per host (0/NULL: CRAWL_HOST_DELAY_MS)
+    host_concurrency INTEGER,            -- the crawl's requests in flight per host (0/NULL: CRAWL_HOST_CONCURRENCY)
+    priority      INTEGER                -- higher: its batches run first when the run queue is full
 );
 CREATE TABLE IF NOT EXISTS frontier (
     url           VARCHAR NOT NULL,
     crawl_id      VARCHAR NOT NULL,
     depth         INTEGER NOT NULL,
-    state         VARCHAR NOT NULL,      -- discovered | queued | fetched | failed | disallowed
+    state         VARCHAR NOT NULL,      -- discovered | queued | fetched | failed | disallowed | paused | cancelled
     discovered_at TIMESTAMP NOT NULL,
     host          VARCHAR NOT NULL,
     updated_at    TIMESTAMP NOT NULL,

@@ -8,11 +8,13 @@ from crawl_platform_dagster.definitions import defs
 def test_definitions_load_with_every_part():
     repo = defs.get_repository_def()
     assert {"crawl_batch_job", "crawl_intake_job", "submit_crawl_job", "lake_maintenance_job",
-            "lake_backup_job"} <= {j.name for j in repo.get_all_jobs()}
+            "lake_backup_job", "crawl_control_job", "cancel_crawl_job", "pause_crawl_job",
+            "resume_crawl_job"} <= {j.name for j in repo.get_all_jobs()}
     assert {s.name for s in repo.sensor_defs} == {"frontier_sensor", "seeds_sensor", "quality_sensor",
                                                   "run_failure_alert_sensor", "quality_alert_sensor",
                                                   "stall_alert_sensor", "crawl_progress_sensor",
-                                                  "batch_retention_sensor", "recurring_crawls"}
+                                                  "batch_retention_sensor", "recurring_crawls",
+                                                  "control_sensor"}
     assert {s.name for s in repo.schedule_defs} == {"recrawl_daily", "lake_maintenance_daily"}
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}

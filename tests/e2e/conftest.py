@@ -76,6 +76,7 @@ def start_platform(broker, tmp_path_factory):
             "kafka_bootstrap_servers": broker.bootstrap_servers, "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG,
             "seeds_topic": f"seeds-{tag}", "frontier_topic": f"frontier-{tag}", "dead_letter_topic": f"dead-{tag}",
             "pages_topic": f"pages-{tag}",
+            "control_topic": f"control-{tag}",
             "topic_partitions": 4, "lake_path": tmp / "lake", "dagster_home": tmp / "dagster_home",
             "handoff_dir": tmp / "handoff",
             "allowed_networks": ["127.0.0.0/8"], "celery_queue": f"crawl-test-{tag}", **overrides,

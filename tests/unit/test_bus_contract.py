@@ -64,7 +64,7 @@ def _recreate_topics(bus: Bus, request: pytest.FixtureRequest) -> None:
         bus.restart_empty()
     else:
         admin = AdminClient(request.getfixturevalue("settings").kafka_config())
-        topics = [bus.seeds_topic, bus.frontier_topic, bus.dead_letter_topic, bus.pages_topic]
+        topics = [bus.seeds_topic, bus.frontier_topic, bus.dead_letter_topic, bus.pages_topic, bus.control_topic]
         try:
             for future in admin.delete_topics(topics, request_timeout=10).values():
                 future.result(10)
@@ -74,7 +74,8 @@ def _recreate_topics(bus: Bus, request: pytest.FixtureRequest) -> None:
 
 
 def test_ensure_topics_creates_each_topic_once(bare_bus):
-    topics = [bare_bus.seeds_topic, bare_bus.frontier_topic, bare_bus.dead_letter_topic, bare_bus.pages_topic]
+    topics = [bare_bus.seeds_topic, bare_bus.frontier_topic, bare_bus.dead_letter_topic, bare_bus.pages_topic,
+              bare_bus.control_topic]
     assert sorted(bare_bus.ensure_topics()) == sorted(topics)
     assert bare_bus.ensure_topics() == []
     for topic in topics:

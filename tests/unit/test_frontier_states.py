@@ -12,6 +12,7 @@ from crawl_platform.frontier.states import (
     CLOSED_STATES,
     PENDING_STATES,
     BatchOutcome,
+    CrawlState,
     TransitionError,
     URLState,
     check_transition,
@@ -22,6 +23,7 @@ from crawl_platform.frontier.states import (
 SCHEMA = Path(__file__).resolve().parents[2] / "crawl_platform" / "store" / "schema.sql"
 
 D, Q, F, X, N = URLState.DISCOVERED, URLState.QUEUED, URLState.FETCHED, URLState.FAILED, URLState.DISALLOWED
+P, C = URLState.PAUSED, URLState.CANCELLED
 
 ALLOWED = {
     (None, D),  # admitted
@@ -29,6 +31,10 @@ ALLOWED = {
     (D, Q),  # the broker acknowledged it
     (Q, Q),  # re-published: its clock restarts
     (D, F), (D, X), (D, N), (Q, F), (Q, X), (Q, N),  # its batch was expanded
+    (D, P), (Q, P),  # its crawl was paused
+    (D, C), (Q, C), (P, C),  # its crawl was cancelled
+    (P, D),  # its crawl was resumed: published again
+    (P, F), (P, X), (P, N),  # a batch already fetching it when the pause came
 }
 EVERY_PAIR = [(s, t) for s in (None, *URLState) for t in URLState]
 
@@ -47,16 +53,24 @@ def test_every_other_transition_is_refused(source, target):
 
 
 def test_closed_states_are_final_and_pending_ones_are_not():
-    assert set(PENDING_STATES) | set(CLOSED_STATES) == set(URLState)
+    assert set(PENDING_STATES) | set(CLOSED_STATES) | {P, C} == set(URLState)
     assert [s for s in URLState if s.pending] == [D, Q]
-    for state in CLOSED_STATES:
+    for state in (*CLOSED_STATES, C):
         assert not any(state.can_become(t) for t in URLState)
 
 
 def test_sources_of_are_what_the_store_updates_match():
     assert sources_of(Q) == (D, Q)
-    assert sources_of(*CLOSED_STATES) == (D, Q)
-    assert sql_list(sources_of(*CLOSED_STATES)) == "('discovered', 'queued')"
+    assert sources_of(*CLOSED_STATES) == (D, Q, P)
+    assert sql_list(sources_of(*CLOSED_STATES)) == "('discovered', 'queued', 'paused')"
+    assert sources_of(C) == (D, Q, P)
+    assert sources_of(P) == (D, Q)
+
+
+def test_a_crawl_may_be_paused_resumed_and_cancelled_but_a_cancelled_crawl_is_final():
+    a, p, c = CrawlState.ACTIVE, CrawlState.PAUSED, CrawlState.CANCELLED
+    allowed = {(s, t) for s in CrawlState for t in CrawlState if s.can_become(t)}
+    assert allowed == {(a, p), (a, c), (p, a), (p, c)}
 
 
 def test_batch_outcomes_are_the_closing_states_and_skipped():

@@ -9,11 +9,13 @@ import json
 import pytest
 
 from crawl_platform.bus.messages import (
+    CrawlControl,
     CrawlRequest,
     DeadLetter,
     FrontierURL,
     MessageDecodeError,
     PageEvent,
+    decode_crawl_control,
     decode_crawl_request,
     decode_dead_letter,
     decode_frontier_url,
@@ -29,7 +31,8 @@ EVENT = PageEvent("http://a.example/p", "c-1", 2, 200, "ab" * 32, "2026-12-01T10
 FAILED_EVENT = PageEvent("http://a.example/q", "c-1", 1, None, "cd" * 32, "2026-12-01T10:00:01Z", "e0.p1-0-50",
                          "timeout: read timed out")
 FULL_REQUEST = CrawlRequest("c-2", ("http://a.example/",), 10, 0, "any", 1_700_000_000.0, ("/docs/",),
-                            (r"\.pdf$",), 7, "Bot/1.0 (+x) \u00e9", True, 21600, "0 * * * *")
+                            (r"\.pdf$",), 7, "Bot/1.0 (+x) \u00e9", True, 21600, "0 * * * *", 1500, 2, 5)
+CONTROL = CrawlControl("c-1", "pause", 1_700_000_000.5)
 
 # Written by the hand-made codec that first put these messages on the wire: every producer and
 # every message still in a topic uses exactly these bytes.
@@ -38,12 +41,12 @@ WIRE = [
      b'{"crawl_id":"c-1","seeds":["http://a.example/","http://b.example/x"],"max_pages":500,"max_depth":3,'
      b'"scope":"domain","submitted_at":1700000000.25,"allow_patterns":[],"deny_patterns":[],'
      b'"max_pages_per_host":0,"user_agent":"","use_sitemaps":false,"every_seconds":0,"cron":"",'
-     b'"type":"crawl_request","v":1}'),
+     b'"host_delay_ms":0,"host_concurrency":0,"priority":0,"type":"crawl_request","v":1}'),
     (FULL_REQUEST, decode_crawl_request,
      b'{"crawl_id":"c-2","seeds":["http://a.example/"],"max_pages":10,"max_depth":0,"scope":"any",'
      b'"submitted_at":1700000000.0,"allow_patterns":["/docs/"],"deny_patterns":["\\\\.pdf$"],'
      b'"max_pages_per_host":7,"user_agent":"Bot/1.0 (+x) \\u00e9","use_sitemaps":true,"every_seconds":21600,'
-     b'"cron":"0 * * * *","type":"crawl_request","v":1}'),
+     b'"cron":"0 * * * *","host_delay_ms":1500,"host_concurrency":2,"priority":5,"type":"crawl_request","v":1}'),
     (FRONTIER, decode_frontier_url,
      b'{"crawl_id":"c-1","url":"http://a.example/page?x=1","depth":2,"type":"frontier_url","v":1}'),
     (LETTER, decode_dead_letter,
@@ -57,18 +60,26 @@ WIRE = [
      b'{"url":"http://a.example/q","crawl_id":"c-1","version":1,"status":null,"content_hash":"' + b"cd" * 32 +
      b'","fetched_at":"2026-12-01T10:00:01Z","batch_id":"e0.p1-0-50","error":"timeout: read timed out",'
      b'"warc_file":null,"warc_offset":null,"warc_length":null,"type":"page","v":1}'),
+    (CONTROL, decode_crawl_control,
+     b'{"crawl_id":"c-1","action":"pause","issued_at":1700000000.5,"type":"crawl_control","v":1}'),
 ]
+# A crawl request as producers wrote it before the per-crawl policies (delay, concurrency, priority).
+BEFORE_POLICIES = (b'{"crawl_id":"c-1","seeds":["http://a.example/","http://b.example/x"],"max_pages":500,'
+                   b'"max_depth":3,"scope":"domain","submitted_at":1700000000.25,"allow_patterns":[],'
+                   b'"deny_patterns":[],"max_pages_per_host":0,"user_agent":"","use_sitemaps":false,'
+                   b'"type":"crawl_request","v":1}')
 # A crawl request as v1 was first published, before the optional fields were added.
 FIRST_V1_REQUEST = (b'{"crawl_id":"c-1","seeds":["http://a.example/"],"max_pages":5,"max_depth":1,"scope":"host",'
                     b'"submitted_at":1700000000,"type":"crawl_request","v":1}')
 LATER_FIELDS = ("allow_patterns", "deny_patterns", "max_pages_per_host", "user_agent", "use_sitemaps",
-                "every_seconds", "cron")
+                "every_seconds", "cron", "host_delay_ms", "host_concurrency", "priority")
 
 DECODERS = [
     (REQUEST, decode_crawl_request),
     (FRONTIER, decode_frontier_url),
     (LETTER, decode_dead_letter),
     (EVENT, decode_page_event),
+    (CONTROL, decode_crawl_control),
 ]
 
 
@@ -238,7 +249,33 @@ def test_optional_fields_sent_as_null_take_their_defaults():
     body = _body(FULL_REQUEST) | dict.fromkeys(LATER_FIELDS)
     decoded = decode_crawl_request(_payload(body))
     assert decoded == dataclasses.replace(FULL_REQUEST, allow_patterns=(), deny_patterns=(), max_pages_per_host=0,
-                                          user_agent="", use_sitemaps=False, every_seconds=0, cron="")
+                                          user_agent="", use_sitemaps=False, every_seconds=0, cron="",
+                                          host_delay_ms=0, host_concurrency=0, priority=0)
+
+
+def test_a_request_from_before_the_per_crawl_policies_decodes_with_the_platform_defaults():
+    assert decode_crawl_request(BEFORE_POLICIES) == REQUEST
+    assert (REQUEST.host_delay_ms, REQUEST.host_concurrency, REQUEST.priority) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"action": "stop"}, "field 'action' must be one of ('cancel', 'pause', 'resume'), got 'stop'"),
+        ({"issued_at": "now"}, "field 'issued_at' must be a Unix time, got 'now'"),
+        ({"crawl_id": 3}, "field 'crawl_id' must be a string, got 3"),
+    ],
+)
+def test_a_bad_control_command_is_refused_with_one_line(body, reason):
+    with pytest.raises(MessageDecodeError) as caught:
+        decode_crawl_control(_payload(_body(CONTROL) | body))
+    assert str(caught.value) == reason
+
+
+def test_policy_fields_are_range_checked():
+    with pytest.raises(MessageDecodeError) as caught:
+        decode_crawl_request(_payload(_body(REQUEST) | {"host_concurrency": 65}))
+    assert str(caught.value) == "field 'host_concurrency' must be 0..64, got 65"
 
 
 @pytest.mark.parametrize(

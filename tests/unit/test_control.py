@@ -1,0 +1,152 @@
+"""Crawl control (crawl_platform.frontier.control, crawl_platform.pipeline.control): cancel, pause and
+resume through the engine's crawl loop, on the real broker and a demo site on loopback."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from crawl_platform.bus.messages import CrawlControl, decode_dead_letter
+from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.frontier.control import ControlRefusedError, UnknownCrawlError
+from crawl_platform.pipeline.control import ControlIntake, build_control, submit_control
+from crawl_platform.pipeline.loop import LoopReport, PlannedBatch
+from tests.unit.crawl_rows import crawl_loop, crawl_request, frontier_rows
+
+
+def _pages(store, crawl_id: str) -> list[str]:
+    return sorted(r[0] for r in store.query("SELECT url FROM pages WHERE crawl_id = ?", [crawl_id]))
+
+
+def _after_first_batch(action, frontier, crawl_id: str):
+    """A before_batch hook that issues ``action`` once, before the second batch."""
+    seen: list[str] = []
+
+    def hook(batch: PlannedBatch) -> None:
+        seen.append(batch.key)
+        if len(seen) == 2:
+            frontier.control(build_control(crawl_id, action))
+    return hook
+
+
+def test_cancel_drops_the_queued_urls_and_admits_no_new_ones(settings, bus, store):
+    with DemoSite(n_pages=40, seed=3).serve() as server:
+        loop = crawl_loop(settings, bus, store, batch_size=5)
+        frontier = loop.crawler.frontier
+        loop.before_batch = _after_first_batch("cancel", frontier, "cx")
+        frontier.register(crawl_request("cx", server.base_url + "/", max_pages=1000, max_depth=50))
+        report = loop.run_until_idle()
+        served = sorted({r.path for r in server.requests if r.path != "/robots.txt"})
+        expected = server.site.expected_urls(server.base_url)
+    fetched = _pages(store, "cx")
+    assert fetched == sorted(server.base_url + p for p in served)  # nothing fetched that did not land
+    assert 1 <= len(fetched) <= 5  # the first batch only
+    rows = frontier_rows(store, "cx")
+    assert {state for _depth, state in rows.values()} == {"fetched", "cancelled"}
+    assert sorted(u for u, (_d, s) in rows.items() if s == "fetched") == fetched
+    assert len(rows) < len(expected)
+    assert sum(b.held for b in report.batches) >= 1  # later batches met its messages and dropped them
+    status = frontier.status("cx")[0]
+    assert (status.state, status.pending, status.cancelled) == ("cancelled", 0, len(rows) - len(fetched))
+    assert status.shown_state == "cancelled"
+    # No new URL of the crawl is admitted: not from links, not from anywhere else.
+    assert frontier.admit("cx", [server.base_url + "/new-after-cancel"], depth=1).admitted == 0
+
+
+def test_a_batch_fetching_when_the_cancel_comes_admits_none_of_its_links(settings, bus, store):
+    with DemoSite(n_pages=20, seed=5).serve() as server:
+        loop = crawl_loop(settings, bus, store)
+        crawler = loop.crawler
+        crawler.frontier.register(crawl_request("inflight", server.base_url + "/", max_depth=5))
+        topic_high = {p: hi for p, (_lo, hi) in bus.watermarks(bus.frontier_topic).items() if hi}
+        ranges = [OffsetRange(p, 0, hi) for p, hi in topic_high.items()]
+        prepared = crawler.prepare("b1", ranges, refetch_done=False)
+        shard = crawler.fetch_shard(prepared.requests, prepared.hosts)
+        crawler.frontier.control(build_control("inflight", "cancel"))  # while the batch was fetching
+        crawler.land(prepared, [shard])
+        growth = crawler.expand("b1")
+    assert growth.admitted == 0
+    assert frontier_rows(store, "inflight") == {server.base_url + "/": (0, "cancelled")}
+    assert _pages(store, "inflight") == [server.base_url + "/"]  # what it fetched still lands
+
+
+def test_pause_fetches_nothing_and_resume_on_the_control_topic_finishes_the_crawl(settings, bus, store):
+    with DemoSite(n_pages=40, seed=3).serve() as server:
+        loop = crawl_loop(settings, bus, store, batch_size=5)
+        frontier = loop.crawler.frontier
+        loop.before_batch = _after_first_batch("pause", frontier, "px")
+        frontier.register(crawl_request("px", server.base_url + "/", max_pages=1000, max_depth=50))
+        loop.run_until_idle()
+        requests_while_paused = len(server.requests)
+        paused_rows = frontier_rows(store, "px")
+        status = frontier.status("px")[0]
+        # Paused: its URLs are kept, none is fetched, and the loop has nothing left to do.
+        assert {s for _d, s in paused_rows.values()} == {"fetched", "paused"}
+        assert (status.state, status.pending, status.shown_state) == ("paused", 0, "paused")
+        assert status.paused == sum(1 for _d, s in paused_rows.values() if s == "paused") > 0
+        assert not loop.turn(LoopReport())
+        assert len(server.requests) == requests_while_paused
+        # Resume travels on the control topic: the loop applies it and the crawl runs to its end.
+        submit_control(bus, build_control("px", "resume"))
+        report = loop.run_until_idle()
+        expected = server.site.expected_urls(server.base_url)
+        paths = [r.path for r in server.requests if r.path != "/robots.txt"]
+    assert report.controls == 1
+    assert _pages(store, "px") == sorted(expected)
+    assert store.query("SELECT count(*) FROM pages WHERE crawl_id = 'px'")[0][0] == len(expected)  # once each
+    assert {server.base_url + p for p in paths} >= set(expected)
+    status = frontier.status("px")[0]
+    assert (status.state, status.pending, status.paused, status.shown_state) == ("active", 0, 0, "finished")
+
+
+def test_commands_are_idempotent_stale_ones_change_nothing_and_bad_ones_are_refused(settings, bus, store):
+    loop = crawl_loop(settings, bus, store)
+    frontier = loop.crawler.frontier
+    frontier.register(crawl_request("idem", "http://127.0.0.1:9/"))
+    old_pause = build_control("idem", "pause")
+    time.sleep(0.01)
+    first = frontier.control(build_control("idem", "pause"))
+    again = frontier.control(build_control("idem", "pause"))
+    assert (first.changed, first.urls) == (True, 1)
+    assert (again.changed, again.urls) == (False, 0)
+    assert again.describe() == "crawl idem is already paused"
+    resumed = frontier.control(build_control("idem", "resume"))
+    assert (resumed.changed, resumed.published) == (True, 1)
+    assert frontier_rows(store, "idem") == {"http://127.0.0.1:9/": (0, "queued")}
+    stale = frontier.control(old_pause)  # issued before the resume: applied late, it changes nothing
+    assert stale.stale
+    assert frontier.status("idem")[0].state == "active"
+    # A repeated resume is the latest command too: a pause issued before it, arriving late, is stale.
+    before_repeat = build_control("idem", "pause")
+    time.sleep(0.01)
+    assert not frontier.control(build_control("idem", "resume")).changed
+    assert frontier.control(before_repeat).stale
+    assert frontier.status("idem")[0].state == "active"
+    frontier.control(build_control("idem", "cancel"))
+    assert frontier.control(build_control("idem", "cancel")).describe() == "crawl idem is already cancelled"
+    with pytest.raises(ControlRefusedError, match=r"^crawl idem is cancelled: it cannot be resumed$"):
+        frontier.control(build_control("idem", "resume"))
+    with pytest.raises(UnknownCrawlError, match=r"^no crawl 'nope'$"):
+        frontier.control(build_control("nope", "pause"))
+    assert frontier_rows(store, "idem") == {"http://127.0.0.1:9/": (0, "cancelled")}
+
+
+def test_the_control_topic_applied_twice_changes_nothing_and_dead_letters_unknown_crawls(settings, bus, store):
+    loop = crawl_loop(settings, bus, store)
+    loop.crawler.frontier.register(crawl_request("twice", "http://127.0.0.1:9/"))
+    submit_control(bus, build_control("twice", "pause"))
+    submit_control(bus, CrawlControl("ghost", "cancel", time.time()))
+    intake = ControlIntake(bus, store)
+    ranges = [OffsetRange(p, lo, hi) for p, (lo, hi) in bus.watermarks(bus.control_topic).items() if hi > lo]
+    first = [intake.apply(r) for r in ranges]
+    replay = [intake.apply(r) for r in ranges]
+    assert sorted(o.describe() for rep in first for o in rep.outcomes) == [
+        "crawl twice paused: 1 pending URLs kept, none fetched until resume"]
+    assert [o.changed for rep in replay for o in rep.outcomes] == [False]
+    assert sum(rep.dead_letters for rep in first) == 1
+    letters = [decode_dead_letter(r.value) for p, (lo, hi) in bus.watermarks(bus.dead_letter_topic).items()
+               if hi > lo for r in bus.read_range(bus.dead_letter_topic, OffsetRange(p, lo, hi))]
+    assert [(d.reason, d.source_topic) for d in letters] == [("no crawl 'ghost'", bus.control_topic)] * 2
+    assert frontier_rows(store, "twice") == {"http://127.0.0.1:9/": (0, "paused")}
