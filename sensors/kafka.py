@@ -1,7 +1,8 @@
 """Sensors that turn new offsets on the Kafka seeds and frontier topics into runs.
 
-Each tick reads the topic's watermarks (no messages) and the run queue, asks the engine's crawl
-loop what to run next (:func:`crawl_platform.pipeline.loop.plan_frontier` and
+Each tick reads the topic's watermarks (no messages; of the seeds topic, its real log end: one
+short read) and the run queue, asks the engine's crawl loop what to run next
+(:func:`crawl_platform.pipeline.loop.plan_frontier` and
 :func:`~crawl_platform.pipeline.loop.plan_seeds`) and maps that plan to ``RunRequest``s: every
 rule (batch size, backpressure, broker-loss epochs and requeues, the orphan rule, which frontier
 partitions a batch reads) is the engine's. What is Dagster's: run keys, partition keys, the run
@@ -144,7 +145,10 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
 def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
     try:
-        plan = plan_seeds(read_topic(KafkaBus.from_settings(settings), settings.seeds_topic, context.cursor))
+        # Any producer writes the seeds topic: plan to where its log really ends, not to the high
+        # watermark, which the embedded broker reports too low after a multi-record batch.
+        plan = plan_seeds(read_topic(KafkaBus.from_settings(settings), settings.seeds_topic, context.cursor,
+                                     exact_end=True))
     except BusError as err:
         return SkipReason(f"Kafka unavailable: {err}")
     if plan.lost:
