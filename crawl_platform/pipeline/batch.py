@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from crawl_platform.bus.base import BatchLostError, Bus
+from crawl_platform.bus.base import BatchLostError, Bus, Record
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import (
     DeadLetter,
@@ -135,22 +135,24 @@ class BatchReader:
     def _prepare(self, batch_id: str, ranges: list[OffsetRange], refetch_done: bool) -> PreparedBatch:
         report = BatchReport(batch_id)
         clock = time.perf_counter()
-        items, letters = [], []
+        decoded: list[tuple[FrontierURL, Record]] = []
+        letters = []
         for offset_range in ranges:
             records = self.bus.read_range(self.bus.frontier_topic, offset_range)
             report.messages += len(records)
             for rec in records:
                 try:
                     item = decode_frontier_url(rec.value)
-                    items.append(FrontierURL(item.crawl_id, canonicalize(item.url), item.depth))
+                    decoded.append((FrontierURL(item.crawl_id, canonicalize(item.url), item.depth), rec))
                 except (MessageDecodeError, InvalidURLError) as err:
                     letters.append(DeadLetter.for_payload(str(err), self.bus.frontier_topic, rec.partition,
                                                           rec.offset, rec.value or b""))
-        known = self.read_model.known_crawls({i.crawl_id for i in items})
-        for rec_item in [i for i in items if i.crawl_id not in known]:
-            letters.append(DeadLetter.for_payload(f"unknown crawl {rec_item.crawl_id!r}",
-                                                  self.bus.frontier_topic, -1, -1, rec_item.url.encode()))
-        items = [i for i in items if i.crawl_id in known]
+        known = self.read_model.known_crawls({i.crawl_id for i, _rec in decoded})
+        for item, rec in decoded:  # the letter keeps the message as it was, and where it was
+            if item.crawl_id not in known:
+                letters.append(DeadLetter.for_payload(f"unknown crawl {item.crawl_id!r}", self.bus.frontier_topic,
+                                                      rec.partition, rec.offset, rec.value or b""))
+        items = [i for i, _rec in decoded if i.crawl_id in known]
         if letters:
             publish_dead_letters(self.bus, letters)
         report.dead_letters = len(letters)
