@@ -13,6 +13,7 @@ from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.definitions import defs
+from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.sensors.kafka import frontier_sensor, seeds_sensor
 from tests.conftest import all_records
@@ -185,3 +186,21 @@ def test_a_burst_from_a_batching_producer_is_registered_and_dead_lettered_in_ful
     assert {letter.source_topic for letter in letters} == {crawl_env.seeds_topic}
     assert sorted(letter.offset for letter in letters) == [5, 6, 7, 8, 9]  # where each bad one was
     assert not _tick(seeds_sensor, instance, result.cursor).run_requests
+
+
+def test_no_batch_runs_while_dagster_yaml_leaves_frontier_partitions_unlimited(crawl_env, bus, tmp_path):
+    # dagster.yaml written for 2 partitions; the topic has 4 (a larger topic, or a changed setting).
+    write_instance_yaml(tmp_path / "home", partitions=2)
+    urls = [FrontierURL("c1", f"http://h{h}.test:9/p{i}", 1) for h in range(24) for i in range(2)]
+    assert all(publish_frontier(bus, urls))
+    with DagsterInstance.from_config(str(tmp_path / "home")) as narrow:
+        result = _tick(frontier_sensor, narrow)
+    assert not result.run_requests
+    assert result.skip_reason.skip_message == (
+        "frontier partitions 2, 3 have no one-run-at-a-time limit in dagster.yaml (it limits 0, 1): add "
+        "tag_concurrency_limits entries crawl/frontier_p2 … crawl/frontier_p3 with limit 1, or write it anew")
+    assert result.cursor is None  # nothing was planned, so nothing is skipped either
+
+    write_instance_yaml(tmp_path / "wide", partitions=4)
+    with DagsterInstance.from_config(str(tmp_path / "wide")) as wide:
+        assert _tick(frontier_sensor, wide).run_requests
