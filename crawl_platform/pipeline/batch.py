@@ -22,7 +22,7 @@ from crawl_platform.bus.messages import (
     decode_frontier_url,
 )
 from crawl_platform.bus.offsets import OffsetRange
-from crawl_platform.bus.publishing import publish_dead_letters
+from crawl_platform.bus.publishing import publish_dead_letters, publish_frontier
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
@@ -47,6 +47,7 @@ class BatchReport:
     failed: int = 0
     disallowed: int = 0
     not_modified: int = 0
+    deferred: int = 0  # URLs another crawl of the batch fetched its own way: left for a later batch
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
@@ -158,16 +159,27 @@ class BatchReader:
         report.dead_letters = len(letters)
         done = set() if refetch_done else self.read_model.done_urls(items)
         to_fetch = [i for i in items if (i.crawl_id, i.url) not in done]
-        requests, hosts = self._fetch_requests(to_fetch)
+        requests, hosts, deferred = self._fetch_requests(to_fetch)
+        if deferred:
+            # A URL that another crawl of this batch fetches its own way first: back on the topic
+            # for a later batch (it stays queued), so each crawl's User-Agent and scope decide its fetch.
+            later = {(i.crawl_id, i.url): i for i in deferred}
+            publish_frontier(self.bus, list(later.values()))
+            items = [i for i in items if (i.crawl_id, i.url) not in later]
+            report.deferred = len(later)
         report.seconds["read"] = time.perf_counter() - clock
         return PreparedBatch(batch_id, items, requests, hosts, report)
 
-    def _fetch_requests(self, items: list[FrontierURL]) -> tuple[list[FetchRequest], list[HostRecord]]:
+    def _fetch_requests(self, items: list[FrontierURL],
+                        ) -> tuple[list[FetchRequest], list[HostRecord], list[FrontierURL]]:
         """What the fetcher needs to know per URL, read in one go (one short read per batch):
         each crawl's User-Agent and scope, the validators of each page's latest version, and what
-        earlier runs learned about the batch's hosts (which primes the fetchers)."""
+        earlier runs learned about the batch's hosts (which primes the fetchers). A URL that
+        several crawls of the batch want is fetched once for all of them when their User-Agent and
+        scope agree (each crawl still gets its own ``batch_items`` row); the items of crawls that
+        would fetch it another way come back apart (the third value), to be fetched later."""
         if not items:
-            return [], []
+            return [], [], []
         crawl_ids = sorted({i.crawl_id for i in items})
         with self.store.read() as con:
             crawls = con.execute(
@@ -182,13 +194,19 @@ class BatchReader:
         for crawl_id, scope, seeds, allow, deny, agent in crawls:
             agents[crawl_id] = agent or None
             scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny)
+        fetch_as: dict[str, tuple[str | None, CrawlScope | None]] = {}
+        chosen: list[FrontierURL] = []
+        deferred: list[FrontierURL] = []
+        for item in items:  # the first crawl of the batch to want a URL fetches it its own way
+            way = (agents.get(item.crawl_id), scopes.get(item.crawl_id))
+            (chosen if fetch_as.setdefault(item.url, way) == way else deferred).append(item)
         return [
             FetchRequest(i.url, user_agent=agents.get(i.crawl_id),
                          in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
                          etag=validators.get(i.url, (None, None))[0],
                          last_modified=validators.get(i.url, (None, None))[1])
-            for i in items
-        ], list(hosts.values())
+            for i in chosen
+        ], list(hosts.values()), deferred
 
 
 class ShardFetcher:
