@@ -196,6 +196,8 @@ class KafkaBus:
                 if offset >= position[part]:
                     records.append(Record(part, offset, msg.key(), msg.value()))
                     position[part] = offset + 1
+                    if end is not None and offset + 1 == end:  # the range's last offset: done
+                        stopped[part] = end
             if batch:
                 deadline = time.monotonic() + self.timeout_s
         return stopped
