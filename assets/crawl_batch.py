@@ -136,6 +136,7 @@ def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepar
         "disallowed_by_robots": report.disallowed,
         "skipped_duplicates": report.skipped,
         "dead_letters": report.dead_letters,
+        "deferred": report.deferred,
         "bytes": report.bytes,
         "new_versions": report.new_versions,
         "fetch_seconds": round(report.seconds.get("fetch", 0.0), 3),

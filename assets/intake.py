@@ -23,7 +23,6 @@ from pydantic import Field
 from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
-from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
 
@@ -32,7 +31,11 @@ class IntakeConfig(Config):
     requeue_pending: bool = Field(False, description="Re-publish every known URL not fetched yet.")
 
 
-@asset(group_name="crawl", code_version="1", pool=DUCKDB_WRITER_POOL,
+# No writer pool (crawl_duckdb_writer): most of this step is network work (sitemaps over HTTP, publishing
+# every pending URL), and a pool slot held through it stalled every other run's landing. Its lake
+# writes are short admission transactions, each taking the lake's write lock on its own (as the CLI's
+# own registration does), and never around a network call.
+@asset(group_name="crawl", code_version="1",
        description="Registered crawls (seeds, scope, limits); seeds enter the frontier here.")
 def crawls(context: AssetExecutionContext, config: IntakeConfig,
            crawl: CrawlSettingsResource) -> MaterializeResult[None]:

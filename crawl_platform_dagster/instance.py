@@ -10,7 +10,11 @@ imports no Dagster, so the CLI pays nothing for it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from crawl_platform.config import Settings
 
@@ -21,6 +25,37 @@ DUCKDB_WRITER_POOL = "crawl_duckdb_writer"
 def partition_limits_yaml(partitions: int, indent: str = "      ") -> str:
     """``tag_concurrency_limits`` entries: one run at a time per frontier partition."""
     return "".join(f"{indent}- key: {PARTITION_TAG_PREFIX}{p}\n{indent}  limit: 1\n" for p in range(partitions))
+
+
+def limited_partitions(limits: Iterable[Mapping[str, Any]] | None) -> set[int]:
+    """Frontier partitions that ``tag_concurrency_limits`` entries hold to one run at a time."""
+    limited = set()
+    for entry in limits or []:
+        key, limit = str(entry.get("key", "")), entry.get("limit")
+        number = key.removeprefix(PARTITION_TAG_PREFIX)
+        if key.startswith(PARTITION_TAG_PREFIX) and number.isdigit() and isinstance(limit, int) and limit <= 1:
+            limited.add(int(number))
+    return limited
+
+
+def yaml_limited_partitions(path: Path) -> set[int]:
+    """:func:`limited_partitions` of a ``dagster.yaml`` (run-queue limits in either place Dagster
+    reads them from); none when the file holds none."""
+    config = yaml.safe_load(path.read_text()) or {}
+    runs = (config.get("concurrency") or {}).get("runs") or {}
+    coordinator = (config.get("run_coordinator") or {}).get("config") or {}
+    return limited_partitions([*(runs.get("tag_concurrency_limits") or []),
+                               *(coordinator.get("tag_concurrency_limits") or [])])
+
+
+def missing_limits_hint(missing: list[int]) -> str:
+    """What to add to ``dagster.yaml`` for the frontier partitions in ``missing`` (sorted)."""
+    names = [f"{PARTITION_TAG_PREFIX}{p}" for p in missing]
+    if len(names) == 1:
+        return f"add a tag_concurrency_limits entry {names[0]} with limit 1"
+    contiguous = missing == list(range(missing[0], missing[-1] + 1))
+    listed = f"{names[0]} … {names[-1]}" if contiguous else ", ".join(names)
+    return f"add tag_concurrency_limits entries {listed} with limit 1"
 
 
 def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurrent_runs: int = 4,

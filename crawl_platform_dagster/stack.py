@@ -19,12 +19,18 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker, port_open
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
-from crawl_platform_dagster.instance import celery_run_config, write_instance_yaml
+from crawl_platform_dagster.instance import (
+    celery_run_config,
+    missing_limits_hint,
+    write_instance_yaml,
+    yaml_limited_partitions,
+)
 
 
 class DagsterProcesses:
@@ -150,10 +156,14 @@ def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int =
     home = settings.dagster_home.resolve()
     if not (home / "dagster.yaml").exists():
         write_instance_yaml(home, partitions=settings.topic_partitions)
+    embedded = "kafka_bootstrap_servers" not in settings.model_fields_set
+    unlimited = unlimited_partitions_error(home / "dagster.yaml", settings, embedded)
+    if unlimited:
+        print(f"crawl-platform: {unlimited}", file=sys.stderr)
+        return 2
     create_instance_storage(home)
     logs = home / "crawl-platform-logs"  # Dagster itself owns DAGSTER_HOME/logs
     logs.mkdir(parents=True, exist_ok=True)
-    embedded = "kafka_bootstrap_servers" not in settings.model_fields_set
     broker = None
     if embedded:
         host, _, default_port = settings.kafka_bootstrap_servers.rpartition(":")
@@ -182,6 +192,23 @@ def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int =
             site.close()
         if broker is not None:
             broker.stop()
+
+
+def unlimited_partitions_error(instance_yaml: Path, settings: Settings, embedded: bool) -> str | None:
+    """Why ``up`` must not start: a frontier partition that ``instance_yaml`` does not limit to one
+    run at a time (two runs could then fetch one host at once). The topic has
+    ``CRAWL_TOPIC_PARTITIONS`` partitions, or more if it already exists on a cluster of one's own."""
+    partitions = settings.topic_partitions
+    if not embedded:
+        with contextlib.suppress(BusError):  # a missing topic is created with the setting's count
+            partitions = max(partitions, len(KafkaBus.from_settings(settings).watermarks(settings.frontier_topic)))
+    limited = yaml_limited_partitions(instance_yaml)
+    missing = sorted(set(range(partitions)) - limited)
+    if not missing:
+        return None
+    held = f"frontier partitions {', '.join(map(str, sorted(limited)))}" if limited else "no frontier partition"
+    return (f"{instance_yaml} limits {held} to one run at a time, but the frontier topic has {partitions}: "
+            f"{missing_limits_hint(missing)}, or delete the file to have it written anew")
 
 
 def _serve_and_submit_demo(settings: Settings, pages: int) -> SiteServer:

@@ -1,7 +1,8 @@
 """Sensors that turn new offsets on the Kafka seeds, frontier and control topics into runs.
 
-Each tick reads the topic's watermarks (no messages) and the run queue, asks the engine's crawl
-loop what to run next (:func:`crawl_platform.pipeline.loop.plan_frontier` and
+Each tick reads the topic's watermarks (no messages; of the seeds topic, its real log end: one
+short read) and the run queue, asks the engine's crawl loop what to run next
+(:func:`crawl_platform.pipeline.loop.plan_frontier` and
 :func:`~crawl_platform.pipeline.loop.plan_seeds`) and maps that plan to ``RunRequest``s: every
 rule (batch size, backpressure, broker-loss epochs and requeues, the orphan rule, which frontier
 partitions a batch reads) is the engine's. What is Dagster's: run keys, partition keys, the run
@@ -10,6 +11,7 @@ and executor config.
 """
 
 import time
+from collections.abc import Iterable
 
 from dagster import (
     DagsterRunStatus,
@@ -41,7 +43,12 @@ from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.assets.control import crawl_control_job
 from crawl_platform_dagster.assets.crawl_batch import frontier_batches
 from crawl_platform_dagster.assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
-from crawl_platform_dagster.instance import PARTITION_TAG_PREFIX, celery_run_config
+from crawl_platform_dagster.instance import (
+    PARTITION_TAG_PREFIX,
+    celery_run_config,
+    limited_partitions,
+    missing_limits_hint,
+)
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
 ACTIVE_RUN_STATUSES = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
@@ -63,6 +70,22 @@ def batch_run_tags(batch: PlannedBatch, run_timeout_s: int) -> dict[str, str]:
         # URLs queued in the batch's partitions (the engine's plan also cuts those batches first).
         "dagster/priority": str(batch.priority),
     }
+
+
+def _unlimited_partitions(context: SensorEvaluationContext, partitions: Iterable[int]) -> str | None:
+    """Why no batch may run: a frontier partition the instance's run queue does not limit to one
+    run at a time (a topic larger than ``dagster.yaml`` was written for), whose hosts two runs
+    could then fetch at once. None without a run queue (an in-process instance runs at once)."""
+    queue = context.instance.get_concurrency_config().run_queue_config
+    if queue is None:
+        return None
+    limited = limited_partitions(queue.tag_concurrency_limits)
+    missing = sorted(set(partitions) - limited)
+    if not missing:
+        return None
+    return (f"frontier partitions {', '.join(map(str, missing))} have no one-run-at-a-time limit in dagster.yaml "
+            f"(it limits {', '.join(map(str, sorted(limited))) or 'none'}): {missing_limits_hint(missing)}, "
+            "or write it anew")
 
 
 def _run_queue(context: SensorEvaluationContext, batch_job_name: str) -> RunQueue:
@@ -144,6 +167,9 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
         topic = read_topic(KafkaBus.from_settings(settings), settings.frontier_topic, context.cursor)
     except BusError as err:
         return SkipReason(f"Kafka unavailable: {err}")
+    unlimited = _unlimited_partitions(context, topic.watermarks)
+    if unlimited:
+        return SensorResult(skip_reason=unlimited)  # the cursor stays: nothing is planned, nothing skipped
     batch_job = crawl_batch_celery_job if settings.executor == "celery" else crawl_batch_job
     queue = _run_queue(context, batch_job.name)
     plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic)),
@@ -176,7 +202,10 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
 def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
     try:
-        plan = plan_seeds(read_topic(KafkaBus.from_settings(settings), settings.seeds_topic, context.cursor))
+        # Any producer writes the seeds topic: plan to where its log really ends, not to the high
+        # watermark, which the embedded broker reports too low after a multi-record batch.
+        plan = plan_seeds(read_topic(KafkaBus.from_settings(settings), settings.seeds_topic, context.cursor,
+                                     exact_end=True))
     except BusError as err:
         return SkipReason(f"Kafka unavailable: {err}")
     if plan.lost:

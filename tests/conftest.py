@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from crawl_platform.bus.base import Record
 from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker, free_port
 from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
@@ -81,6 +83,24 @@ def bus(settings: Settings) -> Iterator[KafkaBus]:
     kafka.ensure_topics()
     yield kafka
     kafka.close()
+
+
+@pytest.fixture
+def batching_producer(settings: Settings) -> Iterator[object]:
+    """A kafka-python producer on the session's broker: a second, independent Kafka client that,
+    like most producers, packs the messages it sends together into one record batch."""
+    from kafka import KafkaProducer  # noqa: PLC0415 - only the tests of outside producers need it
+
+    producer = KafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, linger_ms=500,
+                             batch_size=1 << 20)
+    yield producer
+    producer.close(5)
+
+
+def all_records(bus: KafkaBus, topic: str) -> list[Record]:
+    """Every record of ``topic``, to the real end of each partition's log."""
+    return [rec for part, (low, high) in bus.log_ends(topic).items() if high > low
+            for rec in bus.read_range(topic, OffsetRange(part, low, high))]
 
 
 @pytest.fixture

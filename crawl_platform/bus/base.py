@@ -62,9 +62,16 @@ class Bus(Protocol):
         (the caller then calls :meth:`ensure_topics`)."""
         ...
 
+    def log_ends(self, topic: str) -> dict[int, tuple[int, int]]:
+        """:meth:`watermarks` whose high offset is where each partition's log really ends (found by
+        reading its tail, not trusted from the broker's high watermark, which a broker may report
+        too low); the seeds topic, written by any producer, is planned from these."""
+        ...
+
     def read_range(self, topic: str, offsets: OffsetRange) -> list[Record]:
-        """Every record in ``offsets``; raises :class:`BatchLostError` when the log no longer holds
-        them all (the caller skips the batch: its URLs are re-published from the store)."""
+        """Every record in ``offsets``, which may hold gaps (offsets without a record: transaction
+        markers, compacted records); raises :class:`BatchLostError` when the log no longer reaches
+        the range (the caller skips the batch: its URLs are re-published from the store)."""
         ...
 
     def publish(self, topic: str, items: Iterable[tuple[bytes | None, bytes]]) -> list[bool]:

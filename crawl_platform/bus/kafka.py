@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -120,41 +121,92 @@ class KafkaBus:
         finally:
             consumer.close()
 
+    def log_ends(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Low offset and the offset after the last record of every partition, found by reading
+        the log's tail to its end rather than trusted from the high watermark: the embedded broker
+        (Tansu 0.6) reports the base offset of the last record batch plus one, so the tail of a
+        batch from a batching producer lies past its high watermark. One short read per call."""
+        marks = self.watermarks(topic)
+        tails = {p: high - 1 for p, (low, high) in marks.items() if high > low}
+        if not tails:
+            return marks
+        consumer = self._consumer()
+        try:
+            consumer.assign([TopicPartition(topic, p, offset) for p, offset in tails.items()])
+            ends = self._read(consumer, topic, dict(tails), dict.fromkeys(tails), [])
+        except KafkaException as err:
+            raise BusError(f"cannot read the end of {topic}: {err}") from None
+        finally:
+            consumer.close()
+        return {p: (low, max(high, ends.get(p, high))) for p, (low, high) in marks.items()}
+
     # --- reading ---------------------------------------------------------------------------------
     def read_range(self, topic: str, offsets: OffsetRange) -> list[Record]:
-        """Every record in ``offsets``; raises :class:`BusError` if the log no longer holds them all."""
+        """Every record in ``offsets``, which may hold gaps (offsets of transaction markers, or of
+        records compaction removed): the read ends at the first record at or past the range's end,
+        or at the end of the log. Raises :class:`BatchLostError` if the log no longer reaches the
+        range (the broker lost data)."""
+        part = offsets.partition
         consumer = self._consumer()
         records: list[Record] = []
         try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, offsets.partition), timeout=self.timeout_s
-            )
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=self.timeout_s)
+            if high < offsets.end:  # a lost log, or a high watermark that misses a batch's tail
+                high = self.log_ends(topic).get(part, (low, high))[1]
             if low > offsets.start or high < offsets.end:
                 raise BatchLostError(
                     f"{topic} {offsets.key} is no longer in the log (broker holds {low}-{high}); "
                     "the broker lost data: its URLs are re-published from the store"
                 )
-            consumer.assign([TopicPartition(topic, offsets.partition, offsets.start)])
-            wanted = offsets.end - offsets.start
-            while len(records) < wanted:
-                batch = consumer.consume(min(wanted - len(records), 1000), timeout=self.timeout_s)
-                if not batch:
-                    raise BusError(f"timed out reading {topic} {offsets.key} at {len(records)}/{wanted}")
-                for msg in batch:
-                    error = msg.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            continue
-                        raise BusError(f"error reading {topic}: {error}")
-                    offset = msg.offset() or 0
-                    if offset >= offsets.end:
-                        break
-                    records.append(Record(offsets.partition, offset, msg.key(), msg.value()))
+            consumer.assign([TopicPartition(topic, part, offsets.start)])
+            log_end = self._read(consumer, topic, {part: offsets.start}, {part: offsets.end}, records)[part]
         except KafkaException as err:
             raise BusError(f"cannot read {topic} {offsets.key}: {err}") from None
         finally:
             consumer.close()
+        if log_end < offsets.end:
+            raise BatchLostError(f"{topic} {offsets.key} is no longer in the log (it ends at {log_end}); "
+                                 "the broker lost data: its URLs are re-published from the store")
         return records
+
+    def _read(self, consumer: Consumer, topic: str, position: dict[int, int], until: dict[int, int | None],
+              records: list[Record]) -> dict[int, int]:
+        """Consume the assigned partitions from ``position`` into ``records`` until each one meets a
+        record at or past its ``until`` offset (that record is not kept) or the end of its log
+        (``until`` None: always the end). Returns where each partition stopped: its ``until``, or
+        the log's end offset. Offsets may jump (gaps). Raises :class:`BusError` after
+        ``timeout_s`` without a message."""
+        stopped: dict[int, int] = {}
+        deadline = time.monotonic() + self.timeout_s
+        while len(stopped) < len(position):
+            wanted = 0  # messages still expected: a call returns as soon as that many arrived
+            for p, pos in position.items():
+                end = until[p]
+                wanted += 0 if p in stopped else (end - pos if end is not None else 1)
+            batch = consumer.consume(max(1, min(wanted, 1000)), timeout=0.5)
+            if not batch and time.monotonic() > deadline:
+                raise BusError(f"timed out reading {topic} at offsets {position}")
+            for msg in batch:
+                part, offset, error = msg.partition() or 0, msg.offset() or 0, msg.error()
+                if part in stopped:
+                    continue
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise BusError(f"error reading {topic}: {error}")
+                    stopped[part] = offset  # the end of the log
+                    continue
+                end = until[part]
+                if end is not None and offset >= end:
+                    stopped[part] = end
+                    continue
+                if offset >= position[part]:
+                    records.append(Record(part, offset, msg.key(), msg.value()))
+                    position[part] = offset + 1
+                    if end is not None and offset + 1 == end:  # the range's last offset: done
+                        stopped[part] = end
+            if batch:
+                deadline = time.monotonic() + self.timeout_s
+        return stopped
 
     # --- publishing ------------------------------------------------------------------------------
     def publish(self, topic: str, items: Iterable[tuple[bytes | None, bytes]]) -> list[bool]:
@@ -218,6 +270,8 @@ class KafkaBus:
             "enable.auto.offset.store": "false",
             "auto.offset.reset": "earliest",
             "enable.partition.eof": "true",
+            # A fetch at the log's end is answered after this wait, and reads go to the end.
+            "fetch.wait.max.ms": "20",
         })
 
 

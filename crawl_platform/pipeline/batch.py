@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
-from crawl_platform.bus.base import BatchLostError, Bus
+from crawl_platform.bus.base import BatchLostError, Bus, Record
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import (
     DeadLetter,
@@ -24,7 +24,7 @@ from crawl_platform.bus.messages import (
     decode_frontier_url,
 )
 from crawl_platform.bus.offsets import OffsetRange
-from crawl_platform.bus.publishing import publish_dead_letters
+from crawl_platform.bus.publishing import publish_dead_letters, publish_frontier
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
@@ -52,6 +52,7 @@ class BatchReport:
     failed: int = 0
     disallowed: int = 0
     not_modified: int = 0
+    deferred: int = 0  # URLs another crawl of the batch fetched its own way: left for a later batch
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
@@ -142,23 +143,24 @@ class BatchReader:
     def _prepare(self, batch_id: str, ranges: list[OffsetRange], refetch_done: bool) -> PreparedBatch:
         report = BatchReport(batch_id)
         clock = time.perf_counter()
-        items, letters = [], []
+        decoded: list[tuple[FrontierURL, Record]] = []
+        letters = []
         for offset_range in ranges:
             records = self.bus.read_range(self.bus.frontier_topic, offset_range)
             report.messages += len(records)
             for rec in records:
                 try:
                     item = decode_frontier_url(rec.value)
-                    items.append(FrontierURL(item.crawl_id, canonicalize(item.url), item.depth))
+                    decoded.append((FrontierURL(item.crawl_id, canonicalize(item.url), item.depth), rec))
                 except (MessageDecodeError, InvalidURLError) as err:
                     letters.append(DeadLetter.for_payload(str(err), self.bus.frontier_topic, rec.partition,
                                                           rec.offset, rec.value or b""))
-        states = self.read_model.crawl_states({i.crawl_id for i in items})
-        known = set(states)
-        for rec_item in [i for i in items if i.crawl_id not in known]:
-            letters.append(DeadLetter.for_payload(f"unknown crawl {rec_item.crawl_id!r}",
-                                                  self.bus.frontier_topic, -1, -1, rec_item.url.encode()))
-        items = [i for i in items if i.crawl_id in known]
+        states = self.read_model.crawl_states({i.crawl_id for i, _rec in decoded})
+        for item, rec in decoded:  # the letter keeps the message as it was, and where it was
+            if item.crawl_id not in states:
+                letters.append(DeadLetter.for_payload(f"unknown crawl {item.crawl_id!r}", self.bus.frontier_topic,
+                                                      rec.partition, rec.offset, rec.value or b""))
+        items = [i for i, _rec in decoded if i.crawl_id in states]
         if letters:
             publish_dead_letters(self.bus, letters)
         report.dead_letters = len(letters)
@@ -168,16 +170,27 @@ class BatchReader:
         held = {c for c, state in states.items() if state is not CrawlState.ACTIVE}
         report.held = sum(1 for i in items if i.crawl_id in held)
         to_fetch = [i for i in items if (i.crawl_id, i.url) not in done and i.crawl_id not in held]
-        requests, hosts = self._fetch_requests(to_fetch)
+        requests, hosts, deferred = self._fetch_requests(to_fetch)
+        if deferred:
+            # A URL that another crawl of this batch fetches its own way first: back on the topic
+            # for a later batch (it stays queued), so each crawl's User-Agent and scope decide its fetch.
+            later = {(i.crawl_id, i.url): i for i in deferred}
+            publish_frontier(self.bus, list(later.values()))
+            items = [i for i in items if (i.crawl_id, i.url) not in later]
+            report.deferred = len(later)
         report.seconds["read"] = time.perf_counter() - clock
         return PreparedBatch(batch_id, items, requests, hosts, report)
 
-    def _fetch_requests(self, items: list[FrontierURL]) -> tuple[list[FetchRequest], list[HostRecord]]:
+    def _fetch_requests(self, items: list[FrontierURL],
+                        ) -> tuple[list[FetchRequest], list[HostRecord], list[FrontierURL]]:
         """What the fetcher needs to know per URL, read in one go (one short read per batch):
         each crawl's User-Agent and scope, the validators of each page's latest version, and what
-        earlier runs learned about the batch's hosts (which primes the fetchers)."""
+        earlier runs learned about the batch's hosts (which primes the fetchers). A URL that
+        several crawls of the batch want is fetched once for all of them when their User-Agent and
+        scope agree (each crawl still gets its own ``batch_items`` row); the items of crawls that
+        would fetch it another way come back apart (the third value), to be fetched later."""
         if not items:
-            return [], []
+            return [], [], []
         crawl_ids = sorted({i.crawl_id for i in items})
         with self.store.read() as con:
             crawls = con.execute(
@@ -195,6 +208,12 @@ class BatchReader:
             agents[crawl_id] = agent or None
             scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny)
             politeness[crawl_id] = (delay_ms / 1000.0 if delay_ms else None, concurrency or 0)
+        fetch_as: dict[str, tuple[str | None, CrawlScope | None]] = {}
+        chosen: list[FrontierURL] = []
+        deferred: list[FrontierURL] = []
+        for item in items:  # the first crawl of the batch to want a URL fetches it its own way
+            way = (agents.get(item.crawl_id), scopes.get(item.crawl_id))
+            (chosen if fetch_as.setdefault(item.url, way) == way else deferred).append(item)
         return [
             FetchRequest(i.url, user_agent=agents.get(i.crawl_id),
                          host_delay_s=politeness.get(i.crawl_id, (None, 0))[0],
@@ -202,8 +221,8 @@ class BatchReader:
                          in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
                          etag=validators.get(i.url, (None, None))[0],
                          last_modified=validators.get(i.url, (None, None))[1])
-            for i in items
-        ], list(hosts.values())
+            for i in chosen
+        ], list(hosts.values()), deferred
 
 
 class ShardFetcher:

@@ -2,12 +2,15 @@
 
 :class:`SeedIntake` is what the ``crawls`` asset runs for each offset range the seeds sensor
 hands it. A crawl submitted with ``use_sitemaps`` also gets the in-scope URLs of its seed
-hosts' sitemaps (:mod:`crawl_platform.fetch.sitemaps`). Bad requests go to the dead-letter topic.
+hosts' sitemaps (:mod:`crawl_platform.fetch.sitemaps`), read within each host's politeness through
+the ``hosts`` table (:mod:`crawl_platform.store.hosts`) before its seeds are published. Bad
+requests go to the dead-letter topic.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from crawl_platform.bus.base import Bus
 from crawl_platform.bus.kafka import KafkaBus
@@ -16,9 +19,11 @@ from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.bus.publishing import publish_dead_letters
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.sitemaps import discover_sitemap_urls
-from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
+from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.hosts import load_hosts, save_hosts
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
 
 
@@ -39,6 +44,7 @@ class SeedIntake:
 
     def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher | None = None) -> None:
         self.bus = bus
+        self.store = store
         self.frontier = Frontier(store, bus)
         self.fetcher = fetcher
 
@@ -53,6 +59,9 @@ class SeedIntake:
         for rec in self.bus.read_range(self.bus.seeds_topic, offsets):
             try:
                 request = decode_crawl_request(rec.value)
+                # Sitemaps first, before the seeds are published: a batch run fetching the host
+                # meanwhile would not know of these requests and ignore the host's delay.
+                from_sitemaps = self._sitemap_urls(request)
                 growth = self.frontier.register(request)
             except (MessageDecodeError, InvalidURLError) as err:
                 letters.append(DeadLetter.for_payload(str(err), self.bus.seeds_topic, rec.partition,
@@ -61,24 +70,41 @@ class SeedIntake:
             report.crawls.append(request.crawl_id)
             report.admitted += growth.admitted
             report.published += growth.published
-            if request.use_sitemaps and self.fetcher is not None and request.max_depth >= 1:
-                from_sitemaps = self._admit_sitemap_urls(request, self.fetcher)
-                report.admitted += from_sitemaps.admitted
-                report.published += from_sitemaps.published
+            if from_sitemaps:
+                sitemap_growth = self.frontier.admit(request.crawl_id, from_sitemaps, depth=1)
+                report.admitted += sitemap_growth.admitted
+                report.published += sitemap_growth.published
         if letters:
             publish_dead_letters(self.bus, letters)
         report.dead_letters = len(letters)
         return report
 
-    def _admit_sitemap_urls(self, request: CrawlRequest, fetcher: Fetcher) -> FrontierGrowth:
-        scope = CrawlScope.from_row(request.scope, [canonicalize(s) for s in request.seeds],
-                                    request.allow_patterns, request.deny_patterns)
+    def _sitemap_urls(self, request: CrawlRequest) -> list[str]:
+        """The in-scope URLs of the seed hosts' sitemaps, for a crawl submitted with ``use_sitemaps``.
+        Read within each host's politeness as the batch runs keep it: the fetcher starts from the
+        ``hosts`` rows (robots.txt, gap, last contact), and what it learned (the robots.txt it
+        fetched, when it last asked the host) is saved there, so the first batch run on the host
+        keeps its gap after these requests and reads robots.txt from the table."""
+        fetcher = self.fetcher
+        if fetcher is None or not request.use_sitemaps or request.max_depth < 1:
+            return []
+        seeds = sorted({canonicalize(s) for s in request.seeds})
+        scope = CrawlScope.from_row(request.scope, seeds, request.allow_patterns, request.deny_patterns)
+        origins = {origin_of(seed) for seed in seeds}
+        with self.store.read() as con:
+            fetcher.prime(load_hosts(con, origins).values())
         agent = request.user_agent or None
         urls: dict[str, None] = {}
-        for seed in sorted({canonicalize(s) for s in request.seeds}):
-            room = request.max_pages - len(urls)
-            if room <= 0:
-                break
-            urls.update(dict.fromkeys(discover_sitemap_urls(fetcher, seed, room, user_agent=agent,
-                                                            in_scope=scope.admits)))
-        return self.frontier.admit(request.crawl_id, list(urls), depth=1)
+        try:
+            for seed in seeds:
+                room = request.max_pages - len(urls)
+                if room <= 0:
+                    break
+                urls.update(dict.fromkeys(discover_sitemap_urls(fetcher, seed, room, user_agent=agent,
+                                                                in_scope=scope.admits)))
+        finally:
+            learned = fetcher.host_records(origins)
+            if learned:
+                with self.store.write() as con:
+                    save_hosts(con, learned, datetime.now(UTC).replace(tzinfo=None))
+        return list(urls)

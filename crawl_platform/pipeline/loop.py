@@ -144,16 +144,20 @@ class SeedsPlan:
     lost: bool  # the broker lost the seeds log: crawls submitted but not registered are gone
 
 
-def read_topic(bus: Bus, topic: str, raw_cursor: str | None) -> TopicState:
+def read_topic(bus: Bus, topic: str, raw_cursor: str | None, exact_end: bool = False) -> TopicState:
     """The topic's watermarks and id, and the cursor's offsets and epoch. A missing topic (a
     fresh or restarted memory-only broker) is created; a topic whose id differs from the one the
     cursor was written for was created anew, even if new messages already refilled the old
-    offsets, so its cursor starts over. Raises :class:`BusError` when the broker is unreachable."""
+    offsets, so its cursor starts over. With ``exact_end`` the high offsets are where the logs
+    really end (:meth:`Bus.log_ends`), not the broker's high watermarks: for the seeds topic,
+    which any producer writes, batching or not. Raises :class:`BusError` when the broker is
+    unreachable."""
+    read_marks = bus.log_ends if exact_end else bus.watermarks
     try:
-        watermarks = bus.watermarks(topic)
+        watermarks = read_marks(topic)
     except BusError:
         bus.ensure_topics()
-        watermarks = bus.watermarks(topic)
+        watermarks = read_marks(topic)
     topic_id = bus.topic_id(topic)
     cursor, epoch = decode_cursor(raw_cursor)
     known = cursor_topic_id(raw_cursor)
@@ -249,7 +253,7 @@ class CrawlLoop:
     def turn(self, report: LoopReport) -> bool:
         """One turn over the seeds and frontier topics; False when it found nothing to do."""
         busy = False
-        seeds = plan_seeds(read_topic(self.bus, self.bus.seeds_topic, self.seeds_cursor))
+        seeds = plan_seeds(read_topic(self.bus, self.bus.seeds_topic, self.seeds_cursor, exact_end=True))
         self.seeds_cursor = seeds.cursor
         for key in seeds.range_keys:
             registered = self.intake.register(OffsetRange.parse(key))

@@ -1,18 +1,23 @@
 """Sensors against a real broker: batches cut from watermarks, cursors, run keys, backpressure."""
 
+import base64
 import json
 
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, build_sensor_context, validate_run_config
 from dagster._core.test_utils import create_run_for_test
 
-from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.bus.messages import FrontierURL, decode_dead_letter, encode
 from crawl_platform.bus.offsets import OffsetRange, batch_key, decode_cursor, parse_batch_key
 from crawl_platform.bus.publishing import publish_frontier
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.definitions import defs
+from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.sensors.kafka import frontier_sensor, seeds_sensor
+from tests.conftest import all_records
+from tests.unit.crawl_rows import crawl_request
 
 
 def _tick(sensor, instance, cursor=None) -> SensorResult:
@@ -158,3 +163,44 @@ def test_a_requeue_restarts_the_clock_of_queued_urls(crawl_env, bus, store):
     assert frontier.orphaned_count(60) == 1
     assert frontier.requeue_all_pending().published == 1
     assert frontier.orphaned_count(60) == 0
+
+
+def test_a_burst_from_a_batching_producer_is_registered_and_dead_lettered_in_full(
+        crawl_env, bus, store, instance, batching_producer):
+    # kafka-python packs the burst into one record batch; the embedded broker's high watermark
+    # then counts it as one record, so intake must find the log's end by reading it.
+    good = [encode(crawl_request(f"burst-{i}", f"http://127.0.0.1:9/{i}")) for i in range(10)]
+    bad = [b"{not json", b"", b"\xff\xfe", b'{"type":"crawl_request","v":1}', b"[]"]
+    for payload in good[:5] + bad + good[5:]:
+        batching_producer.send(crawl_env.seeds_topic, key=b"one-partition", value=payload)
+    batching_producer.flush(10)
+    result = _tick(seeds_sensor, instance)
+    (run,) = result.run_requests
+    intake = SeedIntake(bus, store)
+    for key in run.run_config["ops"]["crawls"]["config"]["seed_ranges"]:
+        intake.register(OffsetRange.parse(key))
+    registered = {row[0] for row in store.query("SELECT crawl_id FROM crawls")}
+    assert registered == {f"burst-{i}" for i in range(10)}
+    letters = [decode_dead_letter(rec.value) for rec in all_records(bus, crawl_env.dead_letter_topic)]
+    assert sorted(base64.b64decode(letter.payload_b64) for letter in letters) == sorted(bad)
+    assert {letter.source_topic for letter in letters} == {crawl_env.seeds_topic}
+    assert sorted(letter.offset for letter in letters) == [5, 6, 7, 8, 9]  # where each bad one was
+    assert not _tick(seeds_sensor, instance, result.cursor).run_requests
+
+
+def test_no_batch_runs_while_dagster_yaml_leaves_frontier_partitions_unlimited(crawl_env, bus, tmp_path):
+    # dagster.yaml written for 2 partitions; the topic has 4 (a larger topic, or a changed setting).
+    write_instance_yaml(tmp_path / "home", partitions=2)
+    urls = [FrontierURL("c1", f"http://h{h}.test:9/p{i}", 1) for h in range(24) for i in range(2)]
+    assert all(publish_frontier(bus, urls))
+    with DagsterInstance.from_config(str(tmp_path / "home")) as narrow:
+        result = _tick(frontier_sensor, narrow)
+    assert not result.run_requests
+    assert result.skip_reason.skip_message == (
+        "frontier partitions 2, 3 have no one-run-at-a-time limit in dagster.yaml (it limits 0, 1): add "
+        "tag_concurrency_limits entries crawl/frontier_p2 … crawl/frontier_p3 with limit 1, or write it anew")
+    assert result.cursor is None  # nothing was planned, so nothing is skipped either
+
+    write_instance_yaml(tmp_path / "wide", partitions=4)
+    with DagsterInstance.from_config(str(tmp_path / "wide")) as wide:
+        assert _tick(frontier_sensor, wide).run_requests

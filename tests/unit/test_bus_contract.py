@@ -92,6 +92,14 @@ def test_watermarks_count_what_each_partition_holds(any_bus):
         part: high for part, (_, high) in marks.items() if high}
 
 
+def test_log_ends_are_where_each_partition_ends(any_bus):
+    assert any_bus.publish(any_bus.seeds_topic, [(b"k1", b"a"), (b"k1", b"b"), (b"k2", b"c")]) == [True] * 3
+    ends = any_bus.log_ends(any_bus.seeds_topic)
+    assert ends == any_bus.watermarks(any_bus.seeds_topic)  # one record per batch: the watermarks are right
+    assert {part: high for part, (_, high) in ends.items() if high} == {
+        part: records[-1].offset + 1 for part, records in _records(any_bus, any_bus.seeds_topic).items()}
+
+
 def test_watermarks_of_a_missing_topic_raise(any_bus):
     with pytest.raises(BusError, match="does not exist"):
         any_bus.watermarks(any_bus.frontier_topic + "-no-such-topic")

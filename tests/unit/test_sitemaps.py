@@ -12,9 +12,11 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import CrawlRequest, encode
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.fetch.sitemaps import discover_sitemap_urls, parse_sitemap
+from crawl_platform.pipeline.batch import BatchCrawler
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.urls import CrawlScope
 from tests.sites.hostile import HostileSite, Reply, gzip_bomb
+from tests.sites.sitemap_site import SitemapSite
 from tests.unit.conftest import loopback_fetcher
 
 XML = {"Content-Type": "application/xml"}
@@ -147,3 +149,21 @@ def test_sitemap_urls_respect_max_pages(store, bus, hostile):
     request = CrawlRequest("small", (hostile.url("/"),), 3, 3, "host", time.time(), use_sitemaps=True)
     SeedIntake(bus, store, loopback_fetcher()).register(_submit(bus, request))
     assert store.query("SELECT count(*) FROM frontier WHERE crawl_id = 'small'") == [(3,)]
+
+
+def test_intake_reads_sitemaps_within_the_hosts_politeness_and_saves_its_robots_txt(store, bus):
+    with SitemapSite(pages=2, crawl_delay_s=0.5) as site:
+        request = CrawlRequest("polite", (site.base_url + "/",), 100, 3, "host", time.time(), use_sitemaps=True)
+        SeedIntake(bus, store, loopback_fetcher()).register(_submit(bus, request))
+        (host,) = store.query("SELECT origin, robots_status, robots_body FROM hosts")
+        assert host == (site.base_url, 200, site.robots_txt())
+        # The batch run is another process with a fetcher of its own: only the hosts table links them.
+        ranges = [OffsetRange(p, low, high) for p, (low, high) in bus.watermarks(bus.frontier_topic).items()
+                  if high > low]
+        report = BatchCrawler(bus, store, loopback_fetcher()).fetch_and_land("e0.polite", ranges)
+        assert report.fetched == 5  # the seed and the four sitemap pages
+        seen = sorted(site.requests, key=lambda s: s.started_at)
+    assert [s.path for s in seen[:3]] == ["/robots.txt", "/sitemap-pages.xml", "/sitemap.xml"]
+    assert [s.path for s in seen].count("/robots.txt") == 1  # the batch run read it from the hosts table
+    gaps = [later.started_at - earlier.finished_at for earlier, later in itertools.pairwise(seen)]
+    assert min(gaps) >= 0.45, f"requests to one host closer than its Crawl-delay of 0.5 s: {gaps}"

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 
+from crawl_platform.bus.broker import free_port
+from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.stack import DagsterProcesses, instance_processes
 
 # A stand-in for a run worker: Dagster starts them as `python -c "from multiprocessing.spawn ..."`.
@@ -33,3 +37,41 @@ def test_stop_kills_the_instances_orphaned_dagster_processes_and_no_others(tmp_p
         for proc in (orphan, bystander):
             proc.kill()
             proc.wait()
+
+
+def _up(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    cli = [sys.executable, "-m", "crawl_platform_dagster.cli", "up", "--no-demo", "--port", str(free_port()),
+           "--broker-port", str(free_port())]
+    proc = subprocess.Popen(cli, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # it started the stack instead of refusing: stop it
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(cli, proc.returncode, out, err)
+
+
+def test_up_refuses_a_dagster_yaml_that_leaves_frontier_partitions_unlimited(store_settings, tmp_path):
+    home = tmp_path / "home"
+    write_instance_yaml(home, partitions=2)  # written when CRAWL_TOPIC_PARTITIONS was 2
+    env = {**store_settings.to_env(), "DAGSTER_HOME": str(home), "CRAWL_TOPIC_PARTITIONS": "4"}
+    env.pop("KAFKA_BOOTSTRAP_SERVERS")  # the embedded broker: the check comes before it starts
+    done = _up(env)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"crawl-platform: {home / 'dagster.yaml'} limits frontier partitions 0, 1 to one run at a time, "
+        "but the frontier topic has 4: add tag_concurrency_limits entries crawl/frontier_p2 … "
+        "crawl/frontier_p3 with limit 1, or delete the file to have it written anew\n")
+
+
+def test_up_refuses_an_existing_frontier_topic_larger_than_the_setting(settings, tmp_path):
+    wide = KafkaBus.from_settings(settings.model_copy(update={"topic_partitions": 6}))
+    wide.ensure_topics()
+    home = tmp_path / "home"  # no dagster.yaml yet: `up` writes it for CRAWL_TOPIC_PARTITIONS=4
+    done = _up({**settings.to_env(), "DAGSTER_HOME": str(home)})
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"crawl-platform: {home / 'dagster.yaml'} limits frontier partitions 0, 1, 2, 3 to one run at a time, "
+        "but the frontier topic has 6: add tag_concurrency_limits entries crawl/frontier_p4 … "
+        "crawl/frontier_p5 with limit 1, or delete the file to have it written anew\n")
