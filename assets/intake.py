@@ -20,6 +20,7 @@ from dagster import (
 from pydantic import Field
 
 from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.extract.rules import parse_rules
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
@@ -66,6 +67,8 @@ class CrawlRequestConfig(Config):
     max_pages_per_host: int = Field(0, description="Most URLs admitted per host (0: no cap).")
     user_agent: str = Field("", description="User-Agent of this crawl (empty: CRAWL_USER_AGENT).")
     use_sitemaps: bool = Field(False, description="Also seed from the seed hosts' sitemaps.")
+    extract_rules: str = Field("", description="Extraction rules as YAML or JSON text (see the README); "
+                               "their records land in `records`. Empty: none.")
 
 
 @op
@@ -76,8 +79,9 @@ def submit_crawl_request(context: OpExecutionContext, config: CrawlRequestConfig
             config.seeds, config.crawl_id or None, config.max_pages, config.max_depth, config.scope,
             allow=config.allow, deny=config.deny, max_pages_per_host=config.max_pages_per_host,
             user_agent=config.user_agent, use_sitemaps=config.use_sitemaps,
+            extract=parse_rules(config.extract_rules, "extract_rules") if config.extract_rules.strip() else None,
         )
-    except ValueError as err:  # InvalidURLError is a ValueError
+    except ValueError as err:  # InvalidURLError and RulesError are ValueErrors
         raise Failure(f"bad crawl request: {err}") from None
     submit_crawl(crawl.bus(), request)
     context.log.info(f"submitted crawl {request.crawl_id} with {len(request.seeds)} seeds")

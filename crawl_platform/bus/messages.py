@@ -62,6 +62,7 @@ class CrawlRequest:
     max_pages_per_host: Annotated[int, Field(ge=0, le=MAX_PAGES_LIMIT), _null_is_default(0)] = 0  # 0: no cap
     user_agent: Annotated[str, _null_is_default("")] = ""  # empty: the platform's CRAWL_USER_AGENT
     use_sitemaps: Annotated[bool, _null_is_default(False)] = False  # also seed from the seed hosts' sitemaps
+    extract_rules: Annotated[str, _null_is_default("")] = ""  # extraction rules, canonical JSON; empty: none
     TYPE: ClassVar[str] = "crawl_request"
     VERSION: ClassVar[int] = 1
 

@@ -1,5 +1,6 @@
 """The engine's commands of the ``crawl-platform`` command line: ``crawl`` and ``status``, and the
-lake commands ``sql``, ``backup``, ``restore`` and ``migrate`` (run by :mod:`crawl_platform.cli.lake`).
+lake commands ``sql``, ``backup``, ``restore`` and ``migrate`` (run by :mod:`crawl_platform.cli.lake`), and
+``extract`` (:mod:`crawl_platform.cli.extract`).
 
 A contract other tools rely on: user mistakes print one line to stderr and exit 2, an
 unreachable broker or busy store prints one line and exits 1, never a traceback. The commands
@@ -25,8 +26,10 @@ from rich.table import Table
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
-from crawl_platform.cli import lake
+from crawl_platform.cli import extract, lake
 from crawl_platform.config import Settings
+from crawl_platform.extract.records import UnknownCrawlError
+from crawl_platform.extract.rules import RulesError, load_rules
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, register_now, submit_crawl
 from crawl_platform.store.console import QueryError
@@ -90,6 +93,8 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
     crawl.add_argument("--user-agent", default="", help="User-Agent of this crawl (default: CRAWL_USER_AGENT)")
     crawl.add_argument("--sitemaps", action="store_true",
                        help="also seed from the seed hosts' sitemaps (robots.txt Sitemap: lines, /sitemap.xml)")
+    crawl.add_argument("--extract", type=Path, metavar="RULES",
+                       help="extraction rules (YAML or JSON) whose records land in `records`")
     crawl.add_argument("--wait", action="store_true", help="block until the crawl has no pending URLs")
     crawl.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N seconds (0: never)")
 
@@ -111,6 +116,7 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
     migrate = sub.add_parser("migrate", help="import an old single-file store (crawl.duckdb) into the lake")
     migrate.add_argument("file", metavar="FILE.duckdb", help="the old store, opened read-only")
     migrate.add_argument("--force", action="store_true", help="replace the lake's crawl data if it holds any")
+    extract.add_arguments(sub)
     return parser
 
 
@@ -130,7 +136,7 @@ def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command
     except (BusError, StoreBusyError, BrokerStartError, StoreUnavailableError, QueryError,
             TransferFailedError) as exc:
         return fail(str(exc), EXIT_UNAVAILABLE)
-    except (ExtensionError, TransferRefusedError) as exc:
+    except (ExtensionError, TransferRefusedError, RulesError, UnknownCrawlError) as exc:
         return fail(str(exc), EXIT_USAGE)
     except KeyboardInterrupt:
         return 130
@@ -141,6 +147,8 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
         return _crawl(settings, args)
     if args.command in lake.COMMANDS:
         return lake.COMMANDS[args.command](settings, args)
+    if args.command == "extract":
+        return extract.run(settings, args)
     return _status(settings, args.crawl_id)
 
 
@@ -149,7 +157,7 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
         request = build_crawl_request(
             args.urls, args.crawl_id, args.max_pages, args.max_depth, args.scope, allow=args.allow,
             deny=args.deny, max_pages_per_host=args.max_pages_per_host, user_agent=args.user_agent,
-            use_sitemaps=args.sitemaps,
+            use_sitemaps=args.sitemaps, extract=load_rules(args.extract) if args.extract else None,
         )
     except InvalidURLError as exc:  # nothing is enqueued when any seed is bad
         return fail(f"bad seed: {exc}", EXIT_USAGE)

@@ -78,13 +78,13 @@ class Admission:
                 # turns (the store's write lock) and this insert skips an id already there.
                 """INSERT INTO crawls (crawl_id, seeds, scope, max_pages, max_depth, submitted_at,
                                        registered_at, allow_patterns, deny_patterns, max_pages_per_host,
-                                       user_agent, use_sitemaps)
-                   SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?
+                                       user_agent, use_sitemaps, extract_rules)
+                   SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?, ?
                    WHERE NOT EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ?)""",
                 [request.crawl_id, seeds, request.scope, request.max_pages, request.max_depth,
                  datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), utc_now(),
                  list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
-                 request.user_agent, request.use_sitemaps, request.crawl_id],
+                 request.user_agent, request.use_sitemaps, request.extract_rules or None, request.crawl_id],
             )
             admitted = self._admit(con, [(request.crawl_id, url, 0) for url in seeds])
         return Admitted(admitted, len(seeds))

@@ -18,6 +18,7 @@ from crawl_platform.bus.base import Bus, BusError
 from crawl_platform.bus.messages import MAX_DEPTH_LIMIT, MAX_PAGES_LIMIT, CrawlRequest
 from crawl_platform.bus.publishing import publish_crawl_request
 from crawl_platform.config import Scope
+from crawl_platform.extract.rules import ExtractionRules
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
@@ -37,7 +38,7 @@ def new_crawl_id(first_seed: str) -> str:
 def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages: int = 10_000,
                         max_depth: int = 10, scope: str = "host", *, allow: Sequence[str] = (),
                         deny: Sequence[str] = (), max_pages_per_host: int = 0, user_agent: str = "",
-                        use_sitemaps: bool = False) -> CrawlRequest:
+                        use_sitemaps: bool = False, extract: ExtractionRules | None = None) -> CrawlRequest:
     """Validate everything; raises :class:`InvalidURLError` or ValueError with a one-line reason."""
     if not seeds:
         raise InvalidURLError("give at least one seed URL")
@@ -62,7 +63,7 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
         raise ValueError(f"crawl id {crawl_id!r} must be 1-128 letters, digits or ._@:- (no spaces)")
     return CrawlRequest(crawl_id, tuple(dict.fromkeys(canonical)), max_pages, max_depth,
                         scope, time.time(), tuple(allow), tuple(deny), max_pages_per_host,
-                        user_agent.strip(), use_sitemaps)
+                        user_agent.strip(), use_sitemaps, extract.to_json() if extract is not None else "")
 
 
 def submit_crawl(bus: Bus, request: CrawlRequest) -> None:

@@ -13,7 +13,8 @@ CREATE TABLE IF NOT EXISTS crawls (
     deny_patterns VARCHAR[],
     max_pages_per_host INTEGER,
     user_agent    VARCHAR,
-    use_sitemaps  BOOLEAN
+    use_sitemaps  BOOLEAN,
+    extract_rules VARCHAR                -- the crawl's extraction rules (canonical JSON); NULL: none
 );
 CREATE TABLE IF NOT EXISTS frontier (
     url           VARCHAR NOT NULL,
@@ -77,4 +78,28 @@ CREATE TABLE IF NOT EXISTS hosts (
     robots_fetched_at TIMESTAMP,
     delay_ms          INTEGER,               -- current adaptive gap between requests
     updated_at        TIMESTAMP NOT NULL
+);
+-- Records extracted from the raw archive by each crawl's extraction rules (crawl_platform.extract);
+-- a typed view records_<crawl> per crawl has one real column per field.
+CREATE TABLE IF NOT EXISTS records (
+    crawl_id     VARCHAR NOT NULL,
+    rules_digest VARCHAR NOT NULL,       -- which rules made it (16 hex digits of their sha256)
+    url          VARCHAR NOT NULL,
+    version      INTEGER NOT NULL,       -- the pages version it comes from
+    record_index INTEGER NOT NULL,       -- 0, 1, ... in page order (one per `base` match)
+    fields       JSON NOT NULL,          -- field -> value; null when missing or failing its type
+    errors       JSON NOT NULL,          -- field -> "missing: ..." | "regex: ..." | "type: ..."; {} when clean
+    extracted_at TIMESTAMP NOT NULL
+    -- key: (crawl_id, url, version, record_index)
+);
+-- One row per page version the rules were applied to: how many records it gave, or why none.
+CREATE TABLE IF NOT EXISTS record_pages (
+    crawl_id     VARCHAR NOT NULL,
+    rules_digest VARCHAR NOT NULL,
+    url          VARCHAR NOT NULL,
+    version      INTEGER NOT NULL,
+    records      INTEGER NOT NULL,
+    error        VARCHAR,                -- not HTML, no document, base matched nothing, ...; NULL when fine
+    extracted_at TIMESTAMP NOT NULL
+    -- key: (crawl_id, url, version)
 );
