@@ -97,7 +97,7 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
     requests, hosts = shard
     fetcher = crawl.shard_fetcher()
     try:
-        result = fetcher.fetch(requests, hosts)
+        result = fetcher.fetch(requests, hosts, context.partition_key, context.get_mapping_key() or "s0")
     finally:
         fetcher.close()
     context.log.info(f"shard of {len(requests)} URLs: fetch {result.seconds['fetch']:.2f} s, "
