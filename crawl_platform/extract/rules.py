@@ -157,8 +157,9 @@ class ExtractionRules(BaseModel):
         return value
 
     def to_json(self) -> str:
-        """Canonical JSON (sorted keys, defaults written out): what a crawl stores and hashes."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Canonical JSON (defaults written out, fields in their given order, the view's column
+        order): what a crawl stores and hashes."""
+        return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
 
     @cached_property
     def digest(self) -> str:
