@@ -53,13 +53,13 @@ def stored_rules(store: CrawlStore, crawl_id: str) -> ExtractionRules:
         raise UnknownCrawlError(f"crawl {crawl_id!r}: {err}") from None
 
 
-def crawls_with_rules(store: CrawlStore) -> dict[str, str]:
-    """Every crawl that carries extraction rules, with its rules' digest."""
+def crawls_with_rules(store: CrawlStore) -> dict[str, ExtractionRules]:
+    """Every crawl that carries (usable) extraction rules, with them."""
     rows = store.query("SELECT crawl_id, extract_rules FROM crawls WHERE extract_rules IS NOT NULL")
-    found: dict[str, str] = {}
+    found: dict[str, ExtractionRules] = {}
     for crawl_id, text in rows:
         try:
-            found[crawl_id] = rules_from_json(text).digest
+            found[crawl_id] = rules_from_json(text)
         except RulesError:
             continue  # a producer outside the platform stored bad rules: extracting it says so
     return found

@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 
 from crawl_platform.archive.reader import ArchivedResponse, ArchiveReadError, archived_responses
 from crawl_platform.extract.engine import Extractor, PageExtraction
-from crawl_platform.extract.records import land_extractions, pending_pages, stale_rows, stored_rules
+from crawl_platform.extract.records import (
+    crawls_with_rules,
+    land_extractions,
+    pending_pages,
+    stale_rows,
+    stored_rules,
+)
 from crawl_platform.store.database import CrawlStore
 
 CHUNK_PAGES = 250  # pages landed per transaction: bounded memory, a snapshot every few seconds
@@ -100,3 +106,27 @@ def _count(report: ExtractReport, pages: Sequence[PageExtraction]) -> None:
             for name, note in record.errors.items():
                 report.field_errors[f"{name}: {note.split(':', 1)[0]}"] += 1
 
+
+
+@dataclass(frozen=True)
+class DueExtraction:
+    """A crawl whose records are behind its rules: ``pending`` pages to extract (new pages, or
+    all of them after a rule change) and ``stale`` pages whose records older rules made."""
+
+    crawl_id: str
+    rules_digest: str
+    pending: int
+    stale: int
+
+
+def due_extractions(store: CrawlStore) -> list[DueExtraction]:
+    """Every crawl with rules whose records are not up to date, in crawl-id order: what the
+    records sensor materialises (one run per crawl)."""
+    due = []
+    for crawl_id, rules in sorted(crawls_with_rules(store).items()):
+        extractor = Extractor(rules)
+        pending = sum(1 for url, _ in pending_pages(store, crawl_id, rules.digest) if extractor.applies_to(url))
+        stale = stale_rows(store, crawl_id, rules.digest)
+        if pending or stale:
+            due.append(DueExtraction(crawl_id, rules.digest, pending, stale))
+    return due

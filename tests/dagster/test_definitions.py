@@ -9,14 +9,16 @@ def test_definitions_load_with_every_part():
     repo = defs.get_repository_def()
     assert {"crawl_batch_job", "crawl_intake_job", "submit_crawl_job", "lake_maintenance_job",
             "lake_backup_job"} <= {j.name for j in repo.get_all_jobs()}
-    assert {s.name for s in repo.sensor_defs} == {"frontier_sensor", "seeds_sensor", "quality_sensor"}
+    assert {s.name for s in repo.sensor_defs} == {"frontier_sensor", "seeds_sensor", "quality_sensor",
+                                                  "records_sensor"}
     assert {s.name for s in repo.schedule_defs} == {"recrawl_daily", "lake_maintenance_daily"}
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"crawls", "pages", "documents", "links", "frontier", "lake_maintenance"}
+    assert keys == {"crawls", "pages", "documents", "links", "frontier", "lake_maintenance", "records"}
+    assert graph.get(AssetKey("records")).parent_keys == {AssetKey("pages")}
     assert graph.get(AssetKey("frontier")).parent_keys == {AssetKey("pages"), AssetKey("links")}
     assert AssetKey("crawls") in graph.get(AssetKey("pages")).parent_keys
     checks = {c.name for c in graph.asset_check_keys}
-    assert {"pages_quality", "documents_quality"} <= checks
+    assert {"pages_quality", "documents_quality", "records_null_rate", "records_type_errors"} <= checks
     for key in ("pages", "documents", "links", "frontier", "lake_maintenance"):
         assert graph.get(AssetKey(key)).code_version
