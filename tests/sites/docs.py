@@ -5,8 +5,10 @@ served on loopback, with a log of every request.
 media type (HTML, the ``_sources`` ``.rst.txt`` files, images), 404 for anything else, and under
 ``/broken/PATH`` the first `BROKEN_FRACTION` of page PATH's bytes: real markup cut off mid-tag, the
 broken HTML a crawler meets. The extraction tests crawl it and then assert which requests it saw
-(none, when records are re-extracted from the archive). The fixture `python_docs` is in
-``tests/conftest.py``; the site refuses to start when the package is missing, naming the install.
+(none, when records are re-extracted from the archive); `crawl_docs` crawls chosen pages of it with
+the engine's crawl loop, and `footer_date` reads a page's date off its file. The fixture
+`python_docs` is in ``tests/conftest.py``; the site refuses to start when the package is missing,
+naming the install.
 """
 
 from __future__ import annotations
@@ -88,8 +90,8 @@ def crawl_docs(settings: Any, bus: Any, store: Any, docs: DocsSite, crawl_id: st
     from crawl_platform.pipeline.submission import build_crawl_request  # noqa: PLC0415
     from tests.unit.crawl_rows import crawl_loop  # noqa: PLC0415
 
-    request = build_crawl_request([docs.url(p) for p in pages], crawl_id, max_pages=100, max_depth=0,
-                                  extract=rules)
+    request = build_crawl_request([docs.url(p) for p in pages], crawl_id, max_pages=max(100, len(pages)),
+                                  max_depth=0, extract=rules)
     loop = crawl_loop(settings, bus, store)
     loop.crawler.frontier.register(request)
     loop.run_until_idle(max_turns=100)
