@@ -135,3 +135,16 @@ def test_rules_round_trip_through_their_stored_json_with_the_same_digest(tmp_pat
     assert shorthand.digest != rules.digest
     with pytest.raises(RulesError, match=r"^cannot read extraction rules '.*/nope.yaml': No such file"):
         load_rules(tmp_path / "nope.yaml")
+
+
+def test_the_readme_example_rules_are_valid_and_extract_a_docs_page():
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Extraction rules and records"):]
+    example = section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n")]
+    rules = parse_rules(example, "README")
+    assert list(rules.fields) == ["title", "headings", "next", "patch", "updated", "shorthand"]
+    (record,) = Extractor(rules).extract(_page("library/json.html")).records
+    assert record.values["title"] == "json — JSON encoder and decoder"
+    assert record.values["shorthand"] == "json — JSON encoder and decoder¶"  # strip: only whitespace
+    assert record.values["next"] == "http://docs.test/library/mailbox.html"
+    assert record.errors == {}
