@@ -1,12 +1,16 @@
 """The ``records`` asset and its checks, partitioned by crawl, on a crawl of the Python docs: the
 sensor adds the crawl's partition and requests its run, a materialisation lands the records from
 the archive and both checks pass; after a rule change with a wrong selector, re-materialising the
-partition fetches nothing and the null-rate check fails with the field's rate in its metadata."""
+partition fetches nothing and the null-rate check fails with the field's rate in its metadata. The
+Launchpad job takes rules as text and refuses bad ones with nothing enqueued."""
 
 from dagster import SensorResult, SkipReason, build_sensor_context, materialize
 
+from crawl_platform.bus.messages import decode_crawl_request
+from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.extract.records import set_rules
 from crawl_platform.extract.rules import parse_rules
+from crawl_platform_dagster.assets.intake import submit_crawl_job
 from crawl_platform_dagster.assets.records import EXTRACT_PARTITIONS, records, records_checks
 from crawl_platform_dagster.sensors.records import records_sensor
 from tests.dagster.conftest import RESOURCES
@@ -73,3 +77,24 @@ def test_a_wrong_selector_re_extracted_from_the_archive_fails_the_null_rate_chec
     assert failed.metadata["threshold"].value == 0.25
     assert failed.description == "null_rate: title 100.0% of 4 records > 25.0%"
     assert checks["records_type_errors"].passed
+
+
+def _launchpad(extract_rules: str):
+    config = {"ops": {"submit_crawl_request": {"config": {
+        "seeds": ["http://127.0.0.1:9/start"], "crawl_id": "launchpad-rules", "extract_rules": extract_rules}}}}
+    return submit_crawl_job.execute_in_process(run_config=config, resources=RESOURCES, raise_on_error=False)
+
+
+def test_the_launchpad_takes_extraction_rules_as_text_and_refuses_bad_ones(crawl_env, bus):
+    bad = _launchpad("fields: {title: {selector: 'css:h1', regex: '('}}")
+
+    assert not bad.success
+    failure = bad.get_step_failure_events()[0].step_failure_data.error
+    assert failure.message.startswith("dagster._core.definitions.events.Failure: bad crawl request: extract_rules: "
+                                      "fields.title.regex: regex '(' is not a valid regular expression:")
+    assert all(hi == 0 for _lo, hi in bus.watermarks(crawl_env.seeds_topic).values())
+
+    assert _launchpad(RULES).success
+    ((part, (low, high)),) = [(p, w) for p, w in bus.watermarks(crawl_env.seeds_topic).items() if w[1]]
+    (record,) = bus.read_range(crawl_env.seeds_topic, OffsetRange(part, low, high))
+    assert parse_rules(decode_crawl_request(record.value).extract_rules) == parse_rules(RULES)
