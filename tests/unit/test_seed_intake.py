@@ -1,6 +1,5 @@
 """Seed intake (crawl_platform.pipeline.batch.SeedIntake): good crawl requests registered, bad ones (extraction
-rules that do not parse included) sent to the
-dead-letter topic with the reason."""
+rules that do not parse included) sent to the dead-letter topic with the reason."""
 
 from __future__ import annotations
 
