@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from crawl_platform.config import Settings
-from crawl_platform.extract.records import UnknownCrawlError, set_rules, view_name
-from crawl_platform.extract.rules import load_rules
-from crawl_platform.extract.run import ExtractReport, extract_crawl
+from crawl_platform.extract.rules import UnknownCrawlError, load_rules
 from crawl_platform.store.database import CrawlStore
+
+if TYPE_CHECKING:  # the extraction engine (pyarrow, lxml, fastwarc) loads only when `extract` runs
+    from crawl_platform.extract.run import ExtractReport
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]  # argparse's own type
@@ -36,6 +38,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     store = CrawlStore.from_settings(settings)
     if not store.exists():
         raise UnknownCrawlError(f"no crawl {args.crawl_id!r} (no lake at {store.location.catalog})")
+    from crawl_platform.extract.records import set_rules  # noqa: PLC0415 - see TYPE_CHECKING above
+
     if rules is not None:
         set_rules(store, args.crawl_id, rules)
     report = _extract(store, args.crawl_id)
@@ -45,6 +49,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _extract(store: CrawlStore, crawl_id: str) -> ExtractReport:
+    from crawl_platform.extract.run import extract_crawl  # noqa: PLC0415
+
     console = Console(stderr=True)
     if not console.is_terminal:
         return extract_crawl(store, crawl_id)
@@ -58,6 +64,8 @@ def _extract(store: CrawlStore, crawl_id: str) -> ExtractReport:
 
 def summary(report: ExtractReport) -> list[str]:
     """What ``extract`` prints: counts, where the records are, the notes by field and kind."""
+    from crawl_platform.extract.records import view_name  # noqa: PLC0415
+
     lines = [f"crawl {report.crawl_id}: {report.pages} pages extracted, {report.records} records, "
              f"{report.page_errors} pages with an error (rules {report.rules_digest})"]
     if report.replaced_pages:

@@ -28,8 +28,7 @@ from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli import extract, lake
 from crawl_platform.config import Settings
-from crawl_platform.extract.records import UnknownCrawlError
-from crawl_platform.extract.rules import RulesError, load_rules
+from crawl_platform.extract.rules import RulesError, UnknownCrawlError, load_rules
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, register_now, submit_crawl
 from crawl_platform.store.console import QueryError

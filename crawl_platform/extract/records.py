@@ -22,15 +22,14 @@ import duckdb
 import pyarrow as pa
 
 from crawl_platform.extract.engine import PageExtraction
-from crawl_platform.extract.rules import ExtractionRules, RulesError, rules_from_json
+from crawl_platform.extract.rules import ExtractionRules, RulesError, UnknownCrawlError, rules_from_json
 from crawl_platform.store.database import CrawlStore
+
+__all__ = ["UnknownCrawlError", "crawls_with_rules", "land_extractions", "pending_pages", "set_rules",
+           "stale_rows", "stored_rules", "view_name", "view_sql"]
 
 _SQL_TYPES = {"string": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date": "DATE",
               "list": "VARCHAR[]"}
-
-
-class UnknownCrawlError(LookupError):
-    """No crawl of that id, or one without extraction rules; ``str(err)`` is one line."""
 
 
 def view_name(crawl_id: str) -> str:

@@ -33,6 +33,10 @@ class RulesError(ValueError):
     """Extraction rules that cannot be used; ``str(err)`` is one line saying what and where."""
 
 
+class UnknownCrawlError(LookupError):
+    """No crawl of that id, or one without (usable) extraction rules; ``str(err)`` is one line."""
+
+
 def compile_selector(selector: str) -> Any:
     """The compiled lxml selector (``lxml.etree.XPath`` or ``lxml.cssselect.CSSSelector``) of a
     ``css:``/``xpath:`` selector; raises ValueError with the reason when it does not compile."""

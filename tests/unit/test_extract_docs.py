@@ -16,7 +16,7 @@ from crawl_platform.extract.records import UnknownCrawlError, set_rules, view_na
 from crawl_platform.extract.rules import ExtractionRules, parse_rules
 from crawl_platform.extract.run import extract_crawl
 from tests.sites.docs import crawl_docs, footer_date
-from tests.unit.test_cli import _cli, _nothing_enqueued, _stderr_lines
+from tests.unit.test_cli import _cli, _nothing_enqueued, _seed_messages, _stderr_lines
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "extract" / "python_docs.yaml"
 
@@ -133,3 +133,13 @@ def test_extracting_a_crawl_without_rules_says_so(store, settings, bus, python_d
     crawl_docs(settings, bus, store, python_docs, "plain", None, pages=("glossary.html",))
     with pytest.raises(UnknownCrawlError, match=r"^crawl 'plain' has no extraction rules"):
         extract_crawl(store, "plain")
+
+
+def test_crawl_with_rules_puts_them_on_the_request_and_the_crawl(settings, bus, store, tmp_path):
+    done = _cli(settings, "crawl", "http://127.0.0.1:1/", "--crawl-id", "with-rules", "--extract", str(EXAMPLE))
+
+    assert done.returncode == 0, done.stderr
+    (request,) = _seed_messages(bus)
+    assert parse_rules(request.extract_rules) == parse_rules(EXAMPLE.read_text())
+    (stored,) = store.query("SELECT extract_rules FROM crawls WHERE crawl_id = 'with-rules'")[0]
+    assert stored == request.extract_rules  # registered by the command itself
