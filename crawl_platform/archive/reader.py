@@ -52,10 +52,17 @@ def archive_root(settings: Settings) -> Path:
 def read_response(archive_root: Path, warc_file: str, offset: int, length: int) -> tuple[list[tuple[str, str]], bytes]:
     """(HTTP headers, body) of the response record at ``offset`` (``length`` bytes) of ``warc_file``
     under ``archive_root``; raises :class:`ArchiveReadError`."""
+    _status, headers, body = read_stored(archive_root, warc_file, offset, length)
+    return headers, body
+
+
+def read_stored(archive_root: Path, warc_file: str, offset: int,
+                length: int) -> tuple[str, list[tuple[str, str]], bytes]:
+    """Like :func:`read_response`, with the stored status line first (``HTTP/1.1 200 OK``)."""
     path = archive_root / warc_file
     try:
         with path.open("rb") as file:
-            return _record_at(file, path, offset, length)
+            return _parse(_member(file, path, offset, length), path, offset)
     except OSError as err:
         raise ArchiveReadError(f"cannot read {path}: {err.strerror or err}") from None
 
@@ -67,7 +74,25 @@ def archived_responses(store: CrawlStore, crawl_id: str, urls: Sequence[str] | N
     ``latest_only``, each URL's latest version the crawl produced. Yielded file by file in
     record order (each file opened once), from the store's archive (``store.archive_root``, which
     :func:`archive_root` gives for the settings that made the store)."""
-    base = store.archive_root
+    for row, path, member in _members(store, crawl_id, urls, latest_only):
+        url, version, crawl, final, status, ctype, fetched, _file, offset, _length = row
+        _status, headers, body = _parse(member, path, offset)
+        yield ArchivedResponse(url, version, crawl, final, status, ctype, headers, body, fetched)
+
+
+def archived_records(store: CrawlStore, crawl_id: str, latest_only: bool = False) -> Iterator[tuple[str, int, bytes]]:
+    """(URL, version, the record's gzip member as stored) of each archived page version of the
+    crawl, file by file in record order: what a WARC export copies byte for byte."""
+    for row, _path, member in _members(store, crawl_id, None, latest_only):
+        yield row[0], row[1], member
+
+
+def count_archived(store: CrawlStore, crawl_id: str, latest_only: bool = False) -> int:
+    """How many records :func:`archived_records` yields (for a progress bar)."""
+    return len(_located(store, crawl_id, None, latest_only))
+
+
+def _located(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None, latest_only: bool) -> list[tuple[Any, ...]]:
     sql = """SELECT url, version, crawl_id, coalesce(final_url, url), status, content_type, fetched_at,
                     warc_file, warc_offset, warc_length
              FROM pages WHERE crawl_id = ? AND status IS NOT NULL AND warc_file IS NOT NULL"""
@@ -78,33 +103,40 @@ def archived_responses(store: CrawlStore, crawl_id: str, urls: Sequence[str] | N
     if latest_only:
         sql += " QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1"
     with store.read() as con:
-        rows = con.execute(sql, params).fetchall()
+        return con.execute(sql + " ORDER BY warc_file, warc_offset", params).fetchall()
+
+
+def _members(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None,
+             latest_only: bool) -> Iterator[tuple[tuple[Any, ...], Path, bytes]]:
     by_file: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in rows:
+    for row in _located(store, crawl_id, urls, latest_only):
         by_file[row[7]].append(row)
-    for warc_file in sorted(by_file):
-        path = base / warc_file
+    for warc_file, rows in by_file.items():
+        path = store.archive_root / warc_file
         try:
             file = path.open("rb")
         except OSError as err:
             raise ArchiveReadError(f"cannot read {path}: {err.strerror or err}") from None
         with file:
-            for url, version, crawl, final, status, ctype, fetched, _, offset, length in sorted(
-                    by_file[warc_file], key=lambda r: int(r[8])):
-                headers, body = _record_at(file, path, offset, length)
-                yield ArchivedResponse(url, version, crawl, final, status, ctype, headers, body, fetched)
+            for row in rows:
+                yield row, path, _member(file, path, row[8], row[9])
 
 
-def _record_at(file: BinaryIO, path: Path, offset: int, length: int) -> tuple[list[tuple[str, str]], bytes]:
+def _member(file: BinaryIO, path: Path, offset: int, length: int) -> bytes:
     file.seek(offset)
     data = file.read(length)
     if len(data) != length:
         raise ArchiveReadError(f"{path} ends before the record at offset {offset} (length {length})")
+    return data
+
+
+def _parse(member: bytes, path: Path, offset: int) -> tuple[str, list[tuple[str, str]], bytes]:
     try:
-        for record in ArchiveIterator(io.BytesIO(data), record_types=WarcRecordType.response, parse_http=True):
+        for record in ArchiveIterator(io.BytesIO(member), record_types=WarcRecordType.response, parse_http=True):
             if record.http_headers is None:
                 break
-            return list(record.http_headers.to_tuples()), bytes(record.reader.read())
+            return (record.http_headers.status_line or "", list(record.http_headers.to_tuples()),
+                    bytes(record.reader.read()))
     except OSError as err:
         raise ArchiveReadError(f"{path} at offset {offset}: not a WARC record ({err})") from None
     raise ArchiveReadError(f"{path} at offset {offset}: no HTTP response record there")

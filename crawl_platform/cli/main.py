@@ -1,6 +1,7 @@
 """The engine's commands of the ``crawl-platform`` command line: ``crawl`` and ``status``, and the
-lake commands ``sql``, ``backup``, ``restore`` and ``migrate`` (run by :mod:`crawl_platform.cli.lake`), and
-``extract`` (:mod:`crawl_platform.cli.extract`).
+lake commands ``sql``, ``backup``, ``restore`` and ``migrate`` (run by :mod:`crawl_platform.cli.lake`),
+the archive commands ``show`` and ``export`` (:mod:`crawl_platform.cli.archive`), and ``extract``
+(:mod:`crawl_platform.cli.extract`).
 
 A contract other tools rely on: user mistakes print one line to stderr and exit 2, an
 unreachable broker or busy store prints one line and exits 1, never a traceback. The commands
@@ -26,7 +27,7 @@ from rich.table import Table
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
-from crawl_platform.cli import extract, lake
+from crawl_platform.cli import archive, extract, lake
 from crawl_platform.config import Settings
 from crawl_platform.extract.rules import RulesError, UnknownCrawlError, load_rules
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
@@ -115,6 +116,7 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
     migrate = sub.add_parser("migrate", help="import an old single-file store (crawl.duckdb) into the lake")
     migrate.add_argument("file", metavar="FILE.duckdb", help="the old store, opened read-only")
     migrate.add_argument("--force", action="store_true", help="replace the lake's crawl data if it holds any")
+    archive.add_arguments(sub)
     extract.add_arguments(sub)
     return parser
 
@@ -146,6 +148,8 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
         return _crawl(settings, args)
     if args.command in lake.COMMANDS:
         return lake.COMMANDS[args.command](settings, args)
+    if args.command in archive.COMMANDS:
+        return archive.COMMANDS[args.command](settings, args)
     if args.command == "extract":
         return extract.run(settings, args)
     return _status(settings, args.crawl_id)
