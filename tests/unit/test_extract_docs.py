@@ -1,8 +1,9 @@
 """Extraction rules on a real crawl of the Python documentation served on loopback: the crawl
 fetches and archives the pages, records come out of the archive with the exact expected values,
 the required-field check passes, a wrong selector makes it fail with the rate, and a rule change
-re-extracts with no request reaching the server. Bad pages (plain text, cut-off markup, a 404)
-never stop a run, and what went wrong is in ``record_pages``."""
+re-extracts with no request reaching the server. Bad pages (plain text, cut-off markup, a 404, a
+lost WARC file) never stop a run, and what went wrong is in ``record_pages``; bad rules are one
+line and exit 2, with nothing enqueued."""
 
 from __future__ import annotations
 
@@ -143,3 +144,20 @@ def test_crawl_with_rules_puts_them_on_the_request_and_the_crawl(settings, bus, 
     assert parse_rules(request.extract_rules) == parse_rules(EXAMPLE.read_text())
     (stored,) = store.query("SELECT extract_rules FROM crawls WHERE crawl_id = 'with-rules'")[0]
     assert stored == request.extract_rules  # registered by the command itself
+
+
+def test_a_lost_archive_file_is_an_error_on_its_pages_and_the_others_still_extract(settings, bus, store,
+                                                                                     python_docs):
+    rules = _rules()
+    crawl_docs(settings, bus, store, python_docs, "split", rules, pages=("library/json.html",))
+    crawl_docs(settings, bus, store, python_docs, "split", rules, pages=("glossary.html",))  # a second batch
+    (lost,) = store.query("SELECT warc_file FROM pages WHERE url LIKE '%/library/json.html'")[0]
+    (store.archive_root / lost).unlink()
+
+    report = extract_crawl(store, "split")
+
+    assert (report.pages, report.records, report.page_errors) == (2, 1, 1)
+    assert store.query("SELECT url, records, error FROM record_pages WHERE error IS NOT NULL") == [
+        (python_docs.url("library/json.html"), 0,
+         f"archive: cannot read {store.archive_root / lost}: No such file or directory")]
+    assert store.query(f"SELECT title FROM {view_name('split')}") == [("Glossary",)]
