@@ -170,9 +170,6 @@ class ExtractionRules(BaseModel):
         """16 hex digits of the canonical JSON's sha256: which rules made a record."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
-    def applies_to(self, url: str) -> bool:
-        return self.url_pattern is None or re.search(self.url_pattern, url) is not None
-
 
 def parse_rules(text: str, source: str = "extraction rules") -> ExtractionRules:
     """Rules from YAML or JSON text (JSON is YAML); raises :class:`RulesError` with one line."""
