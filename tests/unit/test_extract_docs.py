@@ -161,3 +161,11 @@ def test_a_lost_archive_file_is_an_error_on_its_pages_and_the_others_still_extra
         (python_docs.url("library/json.html"), 0,
          f"archive: cannot read {store.archive_root / lost}: No such file or directory")]
     assert store.query(f"SELECT title FROM {view_name('split')}") == [("Glossary",)]
+
+
+def test_rules_without_required_or_typed_fields_pass_both_checks_trivially(settings, bus, store, python_docs):
+    crawl_docs(settings, bus, store, python_docs, "loose", parse_rules("fields: {title: 'css:h1'}"),
+               pages=("glossary.html",))
+    extract_crawl(store, "loose")
+    checks = [check_records(store, "loose", kind) for kind in ("null_rate", "type_errors")]
+    assert [(c.passed, c.records, c.rates) for c in checks] == [(True, 1, ()), (True, 1, ())]
