@@ -141,6 +141,7 @@ def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepar
         "new_versions": report.new_versions,
         "fetch_seconds": round(report.seconds.get("fetch", 0.0), 3),
         "parse_seconds": round(report.seconds.get("parse", 0.0), 3),
+        "archive_seconds": round(report.seconds.get("archive", 0.0), 3),
         "land_seconds": round(report.seconds.get("land", 0.0), 3),
         "pages_per_second": round((report.fetched + report.failed) / total, 1) if total else 0.0,
         # The lake as of this batch: SELECT ... FROM pages AT (VERSION => snapshot_id).

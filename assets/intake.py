@@ -22,6 +22,7 @@ from pydantic import Field
 
 from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.extract.rules import parse_rules
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
@@ -79,6 +80,8 @@ class CrawlRequestConfig(Config):
                           "(at most CRAWL_MAX_PRIORITY).")
     every: str = Field("", description="Crawl again every interval, e.g. 6h, 1d (empty: not recurring).")
     cron: str = Field("", description="Crawl again on a 5-field cron schedule, UTC (empty: not recurring).")
+    extract_rules: str = Field("", description="Extraction rules as YAML or JSON text (see the README); "
+                               "their records land in `records`. Empty: none.")
 
 
 def request_run_config(request: CrawlRequest) -> dict[str, Any]:
@@ -100,8 +103,9 @@ def submit_crawl_request(context: OpExecutionContext, config: CrawlRequestConfig
             user_agent=config.user_agent, use_sitemaps=config.use_sitemaps, every=config.every or None,
             cron=config.cron or None, host_delay_ms=config.host_delay_ms,
             host_concurrency=config.host_concurrency, priority=config.priority,
+            extract=parse_rules(config.extract_rules, "extract_rules") if config.extract_rules.strip() else None,
         )
-    except ValueError as err:  # InvalidURLError is a ValueError
+    except ValueError as err:  # InvalidURLError and RulesError are ValueErrors
         raise Failure(f"bad crawl request: {err}") from None
     submit_crawl(crawl.bus(), request)
     context.log.info(f"submitted crawl {request.crawl_id} with {len(request.seeds)} seeds")

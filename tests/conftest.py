@@ -1,4 +1,4 @@
-"""Shared fixtures: a real Kafka-wire broker, DuckDB files, demo sites on loopback, PostgreSQL.
+"""Shared fixtures: a real Kafka-wire broker, DuckDB files, demo sites and the Python docs on loopback, PostgreSQL.
 
 Each test gets its own topics (unique names on the session's broker) and its own DuckDB file,
 so tests never see each other's messages or rows. ``store`` and ``store_settings`` need no broker;
@@ -23,6 +23,7 @@ from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
 from tests.sites.alert_receivers import SMTPReceiver, WebhookReceiver
+from tests.sites.docs import DocsSite
 
 POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -115,6 +116,13 @@ def store(store_settings: Settings) -> CrawlStore:
 def site() -> Iterator[SiteServer]:
     with DemoSite(n_pages=120, seed=7).serve() as server:
         yield server
+
+
+@pytest.fixture
+def python_docs() -> Iterator[DocsSite]:
+    """The Python 3.11 documentation (Debian's python3.11-doc) on loopback, logging every request."""
+    with DocsSite() as docs:
+        yield docs
 
 
 @contextmanager

@@ -9,7 +9,8 @@ Each message is a frozen pydantic dataclass whose annotated fields are its schem
 message is built and when one is decoded. Decoding is strict (a JSON ``true`` is not an integer, a
 number is not a string) and runs in pydantic's JSON validator, since a frontier batch decodes
 thousands. Encoding writes the compact JSON the first version wrote, byte for byte: the fields in
-declaration order, then ``type`` and ``v``.
+declaration order (those a type lists in ``OMITTED_WHEN_EMPTY`` left out while empty), then
+``type`` and ``v``.
 """
 
 from __future__ import annotations
@@ -72,8 +73,11 @@ class CrawlRequest:
     host_delay_ms: Annotated[int, Field(ge=0, le=MAX_HOST_DELAY_MS), _null_is_default(0)] = 0
     host_concurrency: Annotated[int, Field(ge=0, le=MAX_HOST_CONCURRENCY), _null_is_default(0)] = 0
     priority: Annotated[int, Field(ge=0, le=MAX_PRIORITY), _null_is_default(0)] = 0
+    extract_rules: Annotated[str, _null_is_default("")] = ""  # extraction rules, canonical JSON; empty: none
     TYPE: ClassVar[str] = "crawl_request"
     VERSION: ClassVar[int] = 1
+    # Left off the wire while empty, so a request without them is the bytes it always was.
+    OMITTED_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"extract_rules"})
 
 
 @dataclass(frozen=True, config=_STRICT)
@@ -166,6 +170,7 @@ class _Codec(Generic[_M]):
         self.cls = cls
         self._adapter = TypeAdapter(cls)
         self._fields = tuple(f.name for f in dataclasses.fields(cls))
+        self._omitted_when_empty: frozenset[str] = getattr(cls, "OMITTED_WHEN_EMPTY", frozenset())
         infos = _field_infos(cls)
         self._kinds = {name: _kind(info) for name, info in infos.items()}
         self._ranges = {name: _range(info) for name, info in infos.items()}
@@ -174,6 +179,9 @@ class _Codec(Generic[_M]):
         # json.dumps, not pydantic's serialiser: that one writes non-ASCII characters unescaped and
         # some floats differently (1e-05 as 0.00001), and the wire format must not change.
         body = {name: getattr(message, name) for name in self._fields}
+        for name in self._omitted_when_empty:
+            if not body[name]:
+                del body[name]
         body["type"], body["v"] = self.cls.TYPE, self.cls.VERSION
         return json.dumps(body, separators=(",", ":")).encode()
 

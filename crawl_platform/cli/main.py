@@ -1,7 +1,7 @@
 """The engine's commands of the ``crawl-platform`` command line: ``crawl``, ``schedule``, ``status``,
 ``cancel``/``pause``/``resume``, the lake commands ``sql``, ``backup``, ``restore`` and ``migrate``
-(run by :mod:`crawl_platform.cli.lake`), and the archive commands ``show`` and ``export``
-(:mod:`crawl_platform.cli.archive`).
+(run by :mod:`crawl_platform.cli.lake`), the archive commands ``show`` and ``export``
+(:mod:`crawl_platform.cli.archive`), and ``extract`` (:mod:`crawl_platform.cli.extract`).
 
 A contract other tools rely on: user mistakes print one line to stderr and exit 2, an
 unreachable broker or busy store prints one line and exits 1, never a traceback. The commands
@@ -27,8 +27,10 @@ from rich.table import Table
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
-from crawl_platform.cli import archive, lake
+from crawl_platform.cli import archive, extract, lake
 from crawl_platform.config import Settings
+from crawl_platform.extract.rules import RulesError, load_rules
+from crawl_platform.extract.rules import UnknownCrawlError as UnknownRulesCrawlError
 from crawl_platform.frontier.control import PAST_TENSE, TARGETS, ControlRefusedError
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
@@ -114,6 +116,8 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
     crawl.add_argument("--priority", type=int, default=0,
                        help="higher runs this crawl's batches first when the run queue is full (0; "
                        "at most CRAWL_MAX_PRIORITY)")
+    crawl.add_argument("--extract", type=Path, metavar="RULES",
+                       help="extraction rules (YAML or JSON) whose records land in `records`")
     crawl.add_argument("--wait", action="store_true", help="block until the crawl has no pending URLs")
     crawl.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N seconds (0: never)")
 
@@ -149,6 +153,7 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
     migrate.add_argument("file", metavar="FILE.duckdb", help="the old store, opened read-only")
     migrate.add_argument("--force", action="store_true", help="replace the lake's crawl data if it holds any")
     archive.add_arguments(sub)
+    extract.add_arguments(sub)
     return parser
 
 
@@ -168,24 +173,25 @@ def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command
     except (BusError, StoreBusyError, BrokerStartError, StoreUnavailableError, QueryError,
             TransferFailedError) as exc:
         return fail(str(exc), EXIT_UNAVAILABLE)
-    except (ExtensionError, TransferRefusedError) as exc:
+    except (ExtensionError, TransferRefusedError, RulesError, UnknownRulesCrawlError) as exc:
         return fail(str(exc), EXIT_USAGE)
     except KeyboardInterrupt:
         return 130
 
 
 def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
-    if args.command == "crawl":
-        return _crawl(settings, args)
-    if args.command == "schedule":
-        return _schedule(settings, args)
-    if args.command in ACTIONS:
-        return _control(settings, args.command, args.crawl_id)
-    if args.command in lake.COMMANDS:
-        return lake.COMMANDS[args.command](settings, args)
-    if args.command in archive.COMMANDS:
-        return archive.COMMANDS[args.command](settings, args)
-    return _status(settings, args.crawl_id)
+    """Run the command ``args`` names: the engine's own here, the lake's, the archive's and
+    extraction's in their modules."""
+    commands: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
+        "crawl": _crawl, "schedule": _schedule, "extract": extract.run,
+        **dict.fromkeys(ACTIONS, _control_command), **lake.COMMANDS, **archive.COMMANDS,
+    }
+    command = commands.get(args.command)
+    return command(settings, args) if command is not None else _status(settings, args.crawl_id)
+
+
+def _control_command(settings: Settings, args: argparse.Namespace) -> int:
+    return _control(settings, args.command, args.crawl_id)
 
 
 def _crawl(settings: Settings, args: argparse.Namespace) -> int:
@@ -195,6 +201,7 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
             deny=args.deny, max_pages_per_host=args.max_pages_per_host, user_agent=args.user_agent,
             use_sitemaps=args.sitemaps, every=args.every, cron=args.cron, host_delay_ms=args.host_delay_ms,
             host_concurrency=args.host_concurrency, priority=args.priority,
+            extract=load_rules(args.extract) if args.extract else None,
         )
     except InvalidURLError as exc:  # nothing is enqueued when any seed is bad
         return fail(f"bad seed: {exc}", EXIT_USAGE)

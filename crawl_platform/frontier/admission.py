@@ -85,14 +85,14 @@ class Admission:
                 """INSERT INTO crawls (crawl_id, seeds, scope, max_pages, max_depth, submitted_at,
                                        registered_at, allow_patterns, deny_patterns, max_pages_per_host,
                                        user_agent, use_sitemaps, state, host_delay_ms, host_concurrency,
-                                       priority)
-                   SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?, ?, ?, ?, ?
+                                       priority, extract_rules)
+                   SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?, ?, ?, ?, ?, ?
                    WHERE NOT EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ?)""",
                 [request.crawl_id, seeds, request.scope, request.max_pages, request.max_depth,
                  datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), utc_now(),
                  list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
                  request.user_agent, request.use_sitemaps, CrawlState.ACTIVE.value, request.host_delay_ms,
-                 request.host_concurrency, request.priority, request.crawl_id],
+                 request.host_concurrency, request.priority, request.extract_rules or None, request.crawl_id],
             )
             record_schedule(con, request)
             # A pass of a recurring crawl starts from what is due, not from the whole site.

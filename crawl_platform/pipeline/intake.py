@@ -18,6 +18,7 @@ from crawl_platform.bus.messages import CrawlRequest, DeadLetter, MessageDecodeE
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.bus.publishing import publish_dead_letters
 from crawl_platform.config import Settings
+from crawl_platform.extract.rules import RulesError, parse_rules
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.sitemaps import discover_sitemap_urls
@@ -59,11 +60,13 @@ class SeedIntake:
         for rec in self.bus.read_range(self.bus.seeds_topic, offsets):
             try:
                 request = decode_crawl_request(rec.value)
+                if request.extract_rules:  # a producer other than ours may send rules that do not parse
+                    parse_rules(request.extract_rules, "extract_rules")
                 # Sitemaps first, before the seeds are published: a batch run fetching the host
                 # meanwhile would not know of these requests and ignore the host's delay.
                 from_sitemaps = self._sitemap_urls(request)
                 growth = self.frontier.register(request)
-            except (MessageDecodeError, InvalidURLError) as err:
+            except (MessageDecodeError, InvalidURLError, RulesError) as err:
                 letters.append(DeadLetter.for_payload(str(err), self.bus.seeds_topic, rec.partition,
                                                       rec.offset, rec.value or b""))
                 continue

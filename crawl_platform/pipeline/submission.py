@@ -25,6 +25,7 @@ from crawl_platform.bus.messages import (
 )
 from crawl_platform.bus.publishing import publish_crawl_request
 from crawl_platform.config import Scope, Settings
+from crawl_platform.extract.rules import ExtractionRules
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.schedules import Schedule, parse_schedule
 from crawl_platform.store.database import CrawlStore
@@ -47,9 +48,10 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
                         deny: Sequence[str] = (), max_pages_per_host: int = 0, user_agent: str = "",
                         use_sitemaps: bool = False, every: str | int | None = None,
                         cron: str | None = None, host_delay_ms: int = 0, host_concurrency: int = 0,
-                        priority: int = 0) -> CrawlRequest:
+                        priority: int = 0, extract: ExtractionRules | None = None) -> CrawlRequest:
     """Validate everything; raises :class:`InvalidURLError` or ValueError with a one-line reason.
-    ``every`` (``6h``, or seconds) or ``cron`` make the crawl recurring (:mod:`.schedules`)."""
+    ``every`` (``6h``, or seconds) or ``cron`` make the crawl recurring (:mod:`.schedules`);
+    ``extract`` are its extraction rules (already validated: :func:`crawl_platform.extract.rules.parse_rules`)."""
     if not seeds:
         raise InvalidURLError("give at least one seed URL")
     canonical = [canonicalize(s) for s in seeds]
@@ -80,7 +82,7 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
     return CrawlRequest(crawl_id, tuple(dict.fromkeys(canonical)), max_pages, max_depth,
                         scope, time.time(), tuple(allow), tuple(deny), max_pages_per_host,
                         user_agent.strip(), use_sitemaps, schedule.every_seconds, schedule.cron,
-                        host_delay_ms, host_concurrency, priority)
+                        host_delay_ms, host_concurrency, priority, extract.to_json() if extract is not None else "")
 
 
 def submit_crawl(bus: Bus, request: CrawlRequest) -> None:

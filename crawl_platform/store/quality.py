@@ -276,6 +276,16 @@ def validate_documents(df: pd.DataFrame) -> SuiteResult:
     return _validate("documents", DOCUMENTS_RULES, df)
 
 
+# For suites built elsewhere (the extraction rules' checks, crawl_platform.extract.checks): a rule,
+# and validating a frame with rules. GX builds a suite once per name and process: give new rules a new name.
+Rule = _Rule
+
+
+def validate_frame(suite: str, rules: Sequence[Rule], df: pd.DataFrame) -> SuiteResult:
+    """Validate ``df`` with ``rules`` as the suite named ``suite``."""
+    return _validate(suite, rules, df)
+
+
 # A statement and its bound parameters: the rows of some batches that a suite checks.
 Query = tuple[str, list[object] | None]
 

@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS crawls (
     state_changed_at TIMESTAMP,          -- issue time of the latest control command applied
     host_delay_ms INTEGER,               -- the crawl's own gap per host (0/NULL: CRAWL_HOST_DELAY_MS)
     host_concurrency INTEGER,            -- the crawl's requests in flight per host (0/NULL: CRAWL_HOST_CONCURRENCY)
-    priority      INTEGER                -- higher: its batches run first when the run queue is full
+    priority      INTEGER,               -- higher: its batches run first when the run queue is full
+    extract_rules VARCHAR                -- the crawl's extraction rules (canonical JSON); NULL: none
 );
 CREATE TABLE IF NOT EXISTS frontier (
     url           VARCHAR NOT NULL,
@@ -108,4 +109,28 @@ CREATE TABLE IF NOT EXISTS revisits (
     checked_at       TIMESTAMP NOT NULL, -- start of the pass that last fetched it
     next_due_at      TIMESTAMP NOT NULL, -- checked_at + interval: passes from then on fetch it
     changes          INTEGER NOT NULL    -- fetches that found new content
+);
+-- Records extracted from the raw archive by each crawl's extraction rules (crawl_platform.extract);
+-- a typed view records_<crawl> per crawl has one real column per field.
+CREATE TABLE IF NOT EXISTS records (
+    crawl_id     VARCHAR NOT NULL,
+    rules_digest VARCHAR NOT NULL,       -- which rules made it (16 hex digits of their sha256)
+    url          VARCHAR NOT NULL,
+    version      INTEGER NOT NULL,       -- the pages version it comes from
+    record_index INTEGER NOT NULL,       -- 0, 1, ... in page order (one per `base` match)
+    fields       JSON NOT NULL,          -- field -> value; null when missing or failing its type
+    errors       JSON NOT NULL,          -- field -> "missing: ..." | "regex: ..." | "type: ..."; {} when clean
+    extracted_at TIMESTAMP NOT NULL
+    -- key: (crawl_id, url, version, record_index)
+);
+-- One row per page version the rules were applied to: how many records it gave, or why none.
+CREATE TABLE IF NOT EXISTS record_pages (
+    crawl_id     VARCHAR NOT NULL,
+    rules_digest VARCHAR NOT NULL,
+    url          VARCHAR NOT NULL,
+    version      INTEGER NOT NULL,
+    records      INTEGER NOT NULL,
+    error        VARCHAR,                -- not HTML, no document, base matched nothing, ...; NULL when fine
+    extracted_at TIMESTAMP NOT NULL
+    -- key: (crawl_id, url, version)
 );

@@ -9,21 +9,23 @@ def test_definitions_load_with_every_part():
     repo = defs.get_repository_def()
     assert {"crawl_batch_job", "crawl_intake_job", "submit_crawl_job", "lake_maintenance_job",
             "lake_backup_job", "crawl_control_job", "cancel_crawl_job", "pause_crawl_job",
-            "resume_crawl_job"} <= {j.name for j in repo.get_all_jobs()}
+            "resume_crawl_job", "records_job"} <= {j.name for j in repo.get_all_jobs()}
     assert {s.name for s in repo.sensor_defs} == {"frontier_sensor", "seeds_sensor", "quality_sensor",
                                                   "run_failure_alert_sensor", "quality_alert_sensor",
                                                   "stall_alert_sensor", "crawl_progress_sensor",
                                                   "batch_retention_sensor", "recurring_crawls",
-                                                  "control_sensor"}
+                                                  "control_sensor", "records_sensor"}
     assert {s.name for s in repo.schedule_defs} == {"recrawl_daily", "lake_maintenance_daily"}
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == {"crawls", "pages", "documents", "links", "frontier", "lake_maintenance", "exports",
-                    "crawl_progress"}
+                    "crawl_progress", "records"}
+    assert graph.get(AssetKey("records")).parent_keys == {AssetKey("pages")}
     assert graph.get(AssetKey("exports")).parent_keys == {AssetKey("pages"), AssetKey("documents"), AssetKey("links")}
     assert graph.get(AssetKey("frontier")).parent_keys == {AssetKey("pages"), AssetKey("links")}
     assert AssetKey("crawls") in graph.get(AssetKey("pages")).parent_keys
     checks = {c.name for c in graph.asset_check_keys}
-    assert {"pages_quality", "documents_quality", "recurring_crawls_on_schedule"} <= checks
+    assert {"pages_quality", "documents_quality", "recurring_crawls_on_schedule", "records_null_rate",
+            "records_type_errors"} <= checks
     for key in ("pages", "documents", "links", "frontier", "lake_maintenance"):
         assert graph.get(AssetKey(key)).code_version

@@ -163,3 +163,14 @@ def test_backup_carries_the_archive_and_restore_brings_it_back(hostile, store, l
     assert restored.archive_root == tmp_path / "restored" / "archive"
     bodies = {r.url: r.body for r in archived_responses(restored, "c1")}
     assert bodies == landed
+
+
+def test_an_archive_that_cannot_be_written_fails_the_fetch_step_and_lands_nothing(hostile, store, tmp_path):
+    """The step fails (its retry fetches again) rather than landing rows without their records."""
+    bodies = archive_site(hostile)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    store.archive_root = blocker / "archive"
+    with pytest.raises(OSError, match="Not a directory"):
+        fetch_and_land(store, "c1", "b1", list(bodies))
+    assert store.query("SELECT count(*) FROM pages") == [(0,)]

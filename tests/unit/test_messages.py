@@ -245,6 +245,16 @@ def test_a_request_from_before_the_optional_fields_decodes_with_their_defaults()
             request.use_sitemaps) == ((), (), 0, "", False)
 
 
+def test_extraction_rules_travel_when_given_and_are_left_off_the_wire_when_not():
+    with_rules = dataclasses.replace(REQUEST, extract_rules='{"fields":{"t":"h1"}}')
+    wire = encode(with_rules)
+    assert wire.endswith(b',"use_sitemaps":false,"extract_rules":"{\\"fields\\":{\\"t\\":\\"h1\\"}}",'
+                         b'"type":"crawl_request","v":1}')
+    assert decode_crawl_request(wire) == with_rules
+    assert b"extract_rules" not in encode(REQUEST)
+    assert decode_crawl_request(_payload(_body(REQUEST) | {"extract_rules": None})).extract_rules == ""
+
+
 def test_optional_fields_sent_as_null_take_their_defaults():
     body = _body(FULL_REQUEST) | dict.fromkeys(LATER_FIELDS)
     decoded = decode_crawl_request(_payload(body))

@@ -1,5 +1,5 @@
-"""Seed intake (crawl_platform.pipeline.batch.SeedIntake): good crawl requests registered, bad ones sent to the
-dead-letter topic with the reason."""
+"""Seed intake (crawl_platform.pipeline.batch.SeedIntake): good crawl requests registered, bad ones (extraction
+rules that do not parse included) sent to the dead-letter topic with the reason."""
 
 from __future__ import annotations
 
@@ -51,3 +51,18 @@ def test_seed_intake_dead_letters_requests_the_store_cannot_hold(store, bus, ove
     report = SeedIntake(bus, store).register(offsets)
     assert report.crawls == ["good-1", "good-2"]
     assert report.dead_letters == 1
+
+
+def test_seed_intake_dead_letters_a_request_whose_extraction_rules_do_not_parse(store, bus):
+    from crawl_platform.bus.messages import decode_dead_letter  # noqa: PLC0415
+
+    rules = '{"fields": {"title": {"selector": "css:h1", "type": "integer"}}}'
+    offsets = _publish_seeds(bus, [_seed_payload("bad-rules", extract_rules=rules),
+                                   _seed_payload("good", extract_rules='{"fields": {"title": "css:h1"}}')])
+    report = SeedIntake(bus, store).register(offsets)
+    assert (report.crawls, report.dead_letters) == (["good"], 1)
+    ((part, (_, high)),) = [(p, w) for p, w in bus.watermarks(bus.dead_letter_topic).items() if w[1]]
+    (letter,) = [decode_dead_letter(r.value) for r in bus.read_range(bus.dead_letter_topic, OffsetRange(part, 0, high))]
+    assert letter.reason == ("extract_rules: fields.title.type: type must be one of string, int, float, bool, date, "
+                             "list, not 'integer'")
+    assert store.query("SELECT crawl_id, extract_rules IS NOT NULL FROM crawls") == [("good", True)]

@@ -13,6 +13,9 @@ import pytest
 
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
+from crawl_platform.extract.engine import Extractor, PageBody
+from crawl_platform.extract.records import land_extractions
+from crawl_platform.extract.rules import parse_rules
 from crawl_platform.fetch.politeness import HostRecord
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.parse.html import parse_html
@@ -25,11 +28,13 @@ from crawl_platform_dagster.cli import main
 from tests.unit.crawl_rows import crawl_request, fetch_result, page_html
 
 SITE = "http://site.example"
+TITLE_RULES = parse_rules("fields: {title: {selector: 'css:title', required: true}}")
 
 
 def land_pages(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: str, paths: list[str]) -> LandedBatch:
-    """Register ``crawl_id`` (once), land one batch fetching ``paths`` of the site, and expand it:
-    every crawl table gets rows (page events recorded; the crawl is recurring, so crawl_schedules too)."""
+    """Register ``crawl_id`` (once), land one batch fetching ``paths`` of the site, expand it and
+    extract its records (the bodies as fetched): every crawl table gets rows (page events recorded;
+    the crawl is recurring, so crawl_schedules too)."""
     urls = [f"{SITE}{p}" for p in paths]
     frontier.register(dataclasses.replace(crawl_request(crawl_id, *urls), every_seconds=3600))
     results = {u: fetch_result(u, page_html(f"{crawl_id} {u}", f"{SITE}/next{p}"))
@@ -38,6 +43,10 @@ def land_pages(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: s
     landed = land_batch(store, batch_id, [FrontierURL(crawl_id, u, 0) for u in urls], results, parsed,
                         hosts=[HostRecord(SITE, delay_ms=250)])
     expand_batch(frontier, batch_id, PageEventPublisher(store, frontier.bus))
+    versions = dict(store.query("SELECT url, max(version) FROM pages WHERE list_contains(?, url) GROUP BY url", [urls]))
+    extractor = Extractor(TITLE_RULES)
+    land_extractions(store, crawl_id, TITLE_RULES,
+                     [extractor.extract(PageBody(u, versions[u], r.body)) for u, r in results.items()])
     return landed
 
 

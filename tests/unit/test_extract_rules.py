@@ -1,0 +1,150 @@
+"""Extraction rules and the extraction engine, on pages of the Python documentation read from disk:
+what a schema accepts and the one line it refuses with, the exact records of known pages, typed
+values and their error notes, and pages that give no record (non-HTML, empty, broken markup)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crawl_platform.extract.engine import Extractor, PageBody
+from crawl_platform.extract.rules import RulesError, load_rules, parse_rules
+from tests.sites.docs import DOCS_ROOT, footer_date
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "extract"
+
+
+def _page(path: str) -> PageBody:
+    return PageBody(f"http://docs.test/{path}", 1, (DOCS_ROOT / path).read_bytes(), "text/html; charset=utf-8")
+
+
+def test_the_docs_rules_give_the_expected_record_of_known_pages():
+    extractor = Extractor(load_rules(EXAMPLES / "python_docs.yaml"))
+
+    functions = extractor.extract(_page("library/functions.html"))
+    json_page = extractor.extract(_page("library/json.html"))
+
+    assert functions.error is None
+    assert [(r.index, r.values, r.errors) for r in functions.records] == [(0, {
+        "title": "Built-in Functions", "headings": [], "next": "http://docs.test/library/constants.html",
+        "patch": 2, "updated": footer_date("library/functions.html").isoformat()}, {})]
+    assert [r.values for r in json_page.records] == [{
+        "title": "json — JSON encoder and decoder",
+        "headings": ["Basic Usage", "Encoders and Decoders", "Exceptions",
+                     "Standard Compliance and Interoperability", "Command Line Interface"],
+        "next": "http://docs.test/library/mailbox.html", "patch": 2,
+        "updated": footer_date("library/json.html").isoformat()}]
+
+
+def test_a_base_selector_gives_one_record_per_match_with_relative_fields():
+    extractor = Extractor(load_rules(EXAMPLES / "python_functions.yaml"))
+
+    page = extractor.extract(_page("library/functions.html"))
+
+    assert len(page.records) == 52  # <dl class="py function"> elements in the page
+    first = page.records[0]
+    assert first.values == {"name": "abs", "anchor": "abs", "summary": (
+        "Return the absolute value of a number. The argument may be an integer, a floating point number, "
+        "or an object implementing __abs__(). If the argument is a complex number, its magnitude is returned.")}
+    assert [r.values["name"] for r in page.records[:4]] == ["abs", "aiter", "all", "anext"]
+    assert [r.index for r in page.records] == list(range(52))
+    assert not extractor.applies_to("http://docs.test/tutorial/index.html")  # url_pattern '/library/'
+
+
+def test_a_field_failing_its_type_is_null_with_a_note_and_the_others_stay():
+    rules = parse_rules("""
+        fields:
+          title: {selector: "css:title", required: true}
+          release: {selector: "css:title", regex: 'Python ([\\d.]+) documentation', type: float}
+          year_as_int: {selector: "css:div.footer", regex: 'Last updated on (\\w+)', type: int}
+          when: {selector: "css:div.footer", regex: 'on (\\w+ \\d+)', type: date, date_format: "%Y-%m-%d"}
+          flag: {selector: "css:h1", type: bool}
+          missing: {selector: "css:h7", required: true}
+          optional: {selector: "css:h7"}
+    """)
+    (record,) = Extractor(rules).extract(_page("library/functions.html")).records
+
+    assert record.values == {"title": "Built-in Functions — Python 3.11.2 documentation", "release": None,
+                             "year_as_int": None, "when": None, "flag": None, "missing": None, "optional": None}
+    assert record.errors == {
+        "release": "type: '3.11.2' is not a finite float",
+        "year_as_int": "type: 'October' is not an int",
+        "when": "type: 'October 07' is not a date in the format '%Y-%m-%d'",
+        "flag": "type: 'Built-in Functions¶' is not a bool (true/false, yes/no, on/off, 1/0)",
+        "missing": "missing: the selector matched nothing",
+    }
+
+
+def test_pages_that_give_no_record_say_why_and_never_raise():
+    extractor = Extractor(parse_rules("base: 'css:dl.py.function'\nfields: {name: 'css:dt .sig-name'}"))
+    source = DOCS_ROOT / "_sources" / "library" / "functions.rst.txt"
+    whole = (DOCS_ROOT / "library" / "functions.html").read_bytes()
+
+    text = extractor.extract(PageBody("http://d/f.rst.txt", 1, source.read_bytes(), "text/plain; charset=utf-8"))
+    empty = extractor.extract(PageBody("http://d/empty", 1, b"   ", "text/html"))
+    no_match = extractor.extract(_page("glossary.html"))
+    broken = extractor.extract(PageBody("http://d/broken", 1, whole[: len(whole) * 4 // 10], "text/html"))
+    garbage = extractor.extract(PageBody("http://d/garbage", 1, b"\x00\xff<<<>>><dl class='py function'<dt", None))
+
+    assert (text.records, text.error) == ((), "not HTML: text/plain")
+    assert (empty.records, empty.error) == ((), "no HTML document: the body is empty")
+    assert (no_match.records, no_match.error) == ((), "base 'css:dl.py.function' matched nothing")
+    # Markup cut off mid-page: lxml recovers what is there, the records before the cut.
+    assert broken.error is None
+    assert [r.values["name"] for r in broken.records[:3]] == ["abs", "aiter", "all"]
+    assert 0 < len(broken.records) < 52
+    assert garbage.error in (None, "base 'css:dl.py.function' matched nothing")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("fields: {title: 'css:h1[['}", "rules.yaml: fields.title.selector: selector 'css:h1[[' is not valid CSS: "
+     "Expected ident or '*', got <DELIM '[' at 3>"),
+    ("fields: {title: 'xpath://h1['}", "rules.yaml: fields.title.selector: selector 'xpath://h1[' is not valid "
+     "XPath: Invalid expression"),
+    ("fields: {t: {selector: h1, type: integer}}", "rules.yaml: fields.t.type: type must be one of string, int, "
+     "float, bool, date, list, not 'integer'"),
+    ("fields: {t: {selector: h1, regex: '(('}}", "rules.yaml: fields.t.regex: regex '((' is not a valid regular "
+     "expression: missing ), unterminated subpattern at position 1"),
+    ("url_pattern: '['\nfields: {t: h1}", "rules.yaml: url_pattern: url_pattern '[' is not a valid regular "
+     "expression: unterminated character set at position 0"),
+    ("fields: [", "rules.yaml: not YAML or JSON at line 1, column 10: expected the node content, but found "
+     "'<stream end>'"),
+    ("- 1\n- 2", "rules.yaml: must be a mapping with a 'fields' key, not list"),
+    ("fields: {}", "rules.yaml: fields: give at least one field"),
+    ("fields: {t: {selector: h1, colour: red}}", "rules.yaml: fields.t.colour: unknown key"),
+    ("fields: {url: h1}", "rules.yaml: fields: field name 'url' is taken by a column of the records view "
+     "(crawl_id, errors, extracted_at, record_index, rules_digest, url, version)"),
+    ("checks: {max_null_rate: 2}\nfields: {t: h1}", "rules.yaml: checks.max_null_rate: Input should be less than "
+     "or equal to 1"),
+])
+def test_bad_rules_are_refused_with_one_line(text, message):
+    with pytest.raises(RulesError) as caught:
+        parse_rules(text, "rules.yaml")
+    assert str(caught.value) == message
+
+
+def test_rules_round_trip_through_their_stored_json_with_the_same_digest(tmp_path):
+    rules = load_rules(EXAMPLES / "python_docs.yaml")
+    again = parse_rules(rules.to_json())
+    assert again == rules
+    assert again.digest == rules.digest
+    assert len(rules.digest) == 16
+    shorthand = parse_rules("fields: {title: 'css:h1'}")
+    assert shorthand.fields["title"].selector == "css:h1"
+    assert shorthand.digest != rules.digest
+    with pytest.raises(RulesError, match=r"^cannot read extraction rules '.*/nope.yaml': No such file"):
+        load_rules(tmp_path / "nope.yaml")
+
+
+def test_the_readme_example_rules_are_valid_and_extract_a_docs_page():
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Extraction rules and records"):]
+    example = section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n")]
+    rules = parse_rules(example, "README")
+    assert list(rules.fields) == ["title", "headings", "next", "patch", "updated", "shorthand"]
+    (record,) = Extractor(rules).extract(_page("library/json.html")).records
+    assert record.values["title"] == "json — JSON encoder and decoder"
+    assert record.values["shorthand"] == "json — JSON encoder and decoder¶"  # strip: only whitespace
+    assert record.values["next"] == "http://docs.test/library/mailbox.html"
+    assert record.errors == {}
