@@ -90,7 +90,9 @@ def request_run_config(request: CrawlRequest) -> dict[str, Any]:
         "seeds": list(request.seeds), "crawl_id": request.crawl_id, "max_pages": request.max_pages,
         "max_depth": request.max_depth, "scope": request.scope, "allow": list(request.allow_patterns),
         "deny": list(request.deny_patterns), "max_pages_per_host": request.max_pages_per_host,
-        "user_agent": request.user_agent, "use_sitemaps": request.use_sitemaps}}}}
+        "user_agent": request.user_agent, "use_sitemaps": request.use_sitemaps,
+        "host_delay_ms": request.host_delay_ms, "host_concurrency": request.host_concurrency,
+        "priority": request.priority, "extract_rules": request.extract_rules}}}}
 
 
 @op

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crawl_platform.frontier.read_model import CrawlStatus
+from crawl_platform.frontier.states import CrawlState
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,13 @@ class Stall:
 
 
 def find_stalls(statuses: Iterable[CrawlStatus], now: datetime, stall_after: timedelta) -> list[Stall]:
-    """The crawls with pending URLs whose last progress is at least ``stall_after`` before ``now``
-    (naive UTC, as the lake's timestamps)."""
+    """The active crawls with pending URLs whose last progress is at least ``stall_after`` before
+    ``now`` (naive UTC, as the lake's timestamps). A paused or cancelled crawl is not stalled: it
+    was stopped on purpose."""
     stalls = []
     for status in statuses:
         last = max(status.last_update or status.registered_at, status.registered_at)
-        if status.pending > 0 and now - last >= stall_after:
+        if status.state == CrawlState.ACTIVE and status.pending > 0 and now - last >= stall_after:
             stalls.append(Stall(status.crawl_id, status.pending, last))
     return stalls
 

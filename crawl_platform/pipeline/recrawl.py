@@ -20,15 +20,19 @@ from crawl_platform.store.database import CrawlStore
 
 # Every option of a crawl, in CrawlRequest's order after crawl_id and submitted_at.
 OPTION_COLUMNS = ("seeds, max_pages, max_depth, scope, allow_patterns, deny_patterns, "
-                  "max_pages_per_host, user_agent, use_sitemaps")
+                  "max_pages_per_host, user_agent, use_sitemaps, host_delay_ms, host_concurrency, priority, "
+                  "extract_rules")
 
 
 def pass_request(pass_id: str, row: tuple[Any, ...], at: datetime) -> CrawlRequest:
     """A pass submitted at ``at`` with the options of an ``OPTION_COLUMNS`` row of ``crawls``
     (columns that older lakes lack are NULL: their defaults)."""
-    seeds, max_pages, max_depth, scope, allow, deny, per_host, agent, sitemaps = row
+    seeds, max_pages, max_depth, scope, allow, deny, per_host, agent, sitemaps, delay_ms, concurrency, priority, \
+        rules = row
     return CrawlRequest(pass_id, tuple(seeds), max_pages, max_depth, scope, at.replace(tzinfo=UTC).timestamp(),
-                        tuple(allow or ()), tuple(deny or ()), per_host or 0, agent or "", bool(sitemaps))
+                        tuple(allow or ()), tuple(deny or ()), per_host or 0, agent or "", bool(sitemaps),
+                        host_delay_ms=delay_ms or 0, host_concurrency=concurrency or 0, priority=priority or 0,
+                        extract_rules=rules or "")
 
 
 def latest_passes(store: CrawlStore) -> dict[str, tuple[str, datetime, tuple[Any, ...]]]:

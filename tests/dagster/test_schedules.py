@@ -25,7 +25,9 @@ def test_recrawl_schedule_submits_each_crawl_family_once_per_day(crawl_env, stor
     assert configs["shop@20261130"] == {"seeds": ["http://127.0.0.1:9/"], "crawl_id": "shop@20261130",
                                         "max_pages": 50, "max_depth": 3, "scope": "host",
                                         "allow": [r"^http://127\.0\.0\.1:9/"], "deny": [r"/cart"],
-                                        "max_pages_per_host": 5, "user_agent": "shop-bot/1", "use_sitemaps": True}
+                                        "max_pages_per_host": 5, "user_agent": "shop-bot/1", "use_sitemaps": True,
+                                        "host_delay_ms": 0, "host_concurrency": 0, "priority": 0,
+                                        "extract_rules": ""}
     assert configs["blog@20261130"]["scope"] == "domain"
 
     frontier.register(build_crawl_request(["http://127.0.0.1:9/"], crawl_id="shop@20261130"))

@@ -1,5 +1,6 @@
 """Alerts reach a real webhook receiver and a real SMTP server on loopback; stalls alert once."""
 
+import dataclasses
 from datetime import datetime, timedelta
 
 import pytest
@@ -136,6 +137,12 @@ def test_a_stall_alerts_once_and_again_only_after_progress_resumed_and_stopped()
     assert alert.text.splitlines()[:3] == [
         "[crawl-platform] Crawl stalled: busy", "Crawl: busy",
         "What broke: 9 URLs pending and none finished for 15 minutes (last progress 2026-01-01 12:40:00 UTC)"]
+
+
+def test_a_paused_or_cancelled_crawl_with_pending_urls_is_not_stalled():
+    start = datetime(2026, 1, 1, 12, 0)
+    statuses = [dataclasses.replace(_status(c, 4, start), state=c) for c in ("paused", "cancelled", "active")]
+    assert [s.crawl_id for s in find_stalls(statuses, start + timedelta(hours=1), timedelta(minutes=15))] == ["active"]
 
 
 def test_a_stall_whose_alert_was_not_delivered_is_tried_again():

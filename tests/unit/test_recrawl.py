@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
+from crawl_platform.extract.rules import parse_rules
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.schedules import set_schedule
 from crawl_platform.pipeline.recrawl import plan_recrawls
@@ -17,7 +18,8 @@ def test_a_recrawl_keeps_every_option_of_its_crawl(store, bus):
     Frontier(store, bus).register(build_crawl_request(
         ["http://127.0.0.1:9/shop/"], crawl_id="shop", max_pages=50, max_depth=3, scope="domain",
         allow=[r"/shop/"], deny=[r"/shop/cart", r"\?sort="], max_pages_per_host=7,
-        user_agent="shop-bot/2", use_sitemaps=True))
+        user_agent="shop-bot/2", use_sitemaps=True, host_delay_ms=1500, host_concurrency=2, priority=3,
+        extract=parse_rules("fields: {title: 'css:h1'}", "rules")))
     [plan] = plan_recrawls(store, datetime.date(2026, 11, 30))
     assert plan.crawl_id == "shop@20261130"
     assert plan.seeds == ("http://127.0.0.1:9/shop/",)
@@ -27,6 +29,8 @@ def test_a_recrawl_keeps_every_option_of_its_crawl(store, bus):
     assert plan.allow_patterns == (r"/shop/",)
     assert plan.user_agent == "shop-bot/2"
     assert plan.use_sitemaps is True
+    assert (plan.host_delay_ms, plan.host_concurrency, plan.priority) == (1500, 2, 3)
+    assert parse_rules(plan.extract_rules, "rules").fields.keys() == {"title"}
 
 
 def _at(request, when: datetime.datetime):
