@@ -16,6 +16,7 @@ from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier
 from crawl_platform_dagster.assets.intake import crawls
 from crawl_platform_dagster.definitions import defs
+from crawl_platform_dagster.instance import PARTITION_TAG_PREFIX
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.sensors.kafka import frontier_sensor
 from crawl_platform_dagster.sensors.monitoring import crawl_progress_sensor, frontier_sensor_cursor
@@ -60,7 +61,10 @@ def _earlier(cursor: str, seconds: float) -> str:
 
 def test_progress_is_observed_per_crawl_with_the_frontier_lag(crawl_env, bus, site):
     assert "crawl_progress" in {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    with instance_for_test() as instance:
+    # The platform's run queue: one run at a time per frontier partition (the frontier sensor
+    # launches nothing on an instance that leaves a partition unlimited).
+    limits = [{"key": f"{PARTITION_TAG_PREFIX}{p}", "limit": 1} for p in range(crawl_env.topic_partitions)]
+    with instance_for_test(overrides={"concurrency": {"runs": {"tag_concurrency_limits": limits}}}) as instance:
         submit_crawl(bus, build_crawl_request([site.base_url + "/"], crawl_id="mon-1", max_depth=1))
         tick = frontier_sensor(build_sensor_context(instance=instance, resources=SENSOR_RESOURCES))
         # The seeds have not been registered yet: the frontier topic is empty.

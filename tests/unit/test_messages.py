@@ -248,7 +248,7 @@ def test_a_request_from_before_the_optional_fields_decodes_with_their_defaults()
 def test_extraction_rules_travel_when_given_and_are_left_off_the_wire_when_not():
     with_rules = dataclasses.replace(REQUEST, extract_rules='{"fields":{"t":"h1"}}')
     wire = encode(with_rules)
-    assert wire.endswith(b',"use_sitemaps":false,"extract_rules":"{\\"fields\\":{\\"t\\":\\"h1\\"}}",'
+    assert wire.endswith(b',"priority":0,"extract_rules":"{\\"fields\\":{\\"t\\":\\"h1\\"}}",'
                          b'"type":"crawl_request","v":1}')
     assert decode_crawl_request(wire) == with_rules
     assert b"extract_rules" not in encode(REQUEST)
