@@ -12,6 +12,7 @@ from crawl_platform_dagster.assets.jobs import (
     crawl_quality_job,
 )
 from crawl_platform_dagster.assets.lake import lake_backup_job, lake_maintenance, lake_maintenance_job
+from crawl_platform_dagster.assets.near_duplicates import near_duplicates
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, HandoffIOManager
 from crawl_platform_dagster.resources.store import CrawlStoreResource
@@ -21,7 +22,7 @@ from crawl_platform_dagster.sensors.quality import quality_sensor
 from crawl_platform_dagster.sensors.schedules import recrawl_daily
 
 defs = Definitions(
-    assets=[crawls, crawl_batch, frontier, lake_maintenance],
+    assets=[crawls, crawl_batch, frontier, lake_maintenance, near_duplicates],
     asset_checks=quality_checks,
     jobs=[crawl_batch_job, crawl_batch_celery_job, crawl_intake_job, crawl_quality_job, submit_crawl_job,
           lake_maintenance_job, lake_backup_job],

@@ -17,6 +17,7 @@ from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.parse.html import parse_html
 from crawl_platform.store.database import CrawlStore, LakeLocation
 from crawl_platform.store.landing import LandedBatch, land_batch
+from crawl_platform.store.near_duplicates import find_near_duplicates
 from crawl_platform.store.transfer import TableFingerprint, table_fingerprints
 from crawl_platform_dagster.cli import main
 from tests.unit.crawl_rows import crawl_request, fetch_result, page_html
@@ -36,6 +37,18 @@ def land_pages(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: s
                         hosts=[HostRecord(SITE, delay_ms=250)])
     frontier.expand(batch_id)
     return landed
+
+
+def land_copies(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: str) -> None:
+    """Register ``crawl_id`` and land two URLs with the very same page, then group the crawl's
+    copies: the ``near_duplicates`` table gets their group."""
+    urls = [f"{SITE}/copy/a", f"{SITE}/copy/b"]
+    frontier.register(crawl_request(crawl_id, *urls))
+    results = {u: fetch_result(u, page_html("the same page twice")) for u in urls}
+    parsed = {u: parse_html(r.body, r.final_url, r.content_type) for u, r in results.items()}
+    land_batch(store, batch_id, [FrontierURL(crawl_id, u, 0) for u in urls], results, parsed)
+    frontier.expand(batch_id)
+    find_near_duplicates(store, [crawl_id])
 
 
 def fingerprints(store: CrawlStore) -> dict[str, TableFingerprint]:
