@@ -1,1 +1,1 @@
-"""Dagster assets of the crawl: intake, batch (pages, documents, links), frontier, quality checks and jobs."""
+"""Dagster assets of the crawl: intake, batch (pages, documents, links), frontier, near duplicates, checks, jobs."""

@@ -20,6 +20,7 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
+from tests.sites.near_copies import serve_near_copy_site
 
 POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -92,6 +93,14 @@ def store(store_settings: Settings) -> CrawlStore:
 def site() -> Iterator[SiteServer]:
     with DemoSite(n_pages=120, seed=7).serve() as server:
         yield server
+
+
+@pytest.fixture
+def news_site() -> Iterator[tuple[object, dict[str, bytes], list[set[str]]]]:
+    """A generated news site with planted near and exact copies (tests/sites/near_copies.py):
+    (server, pages by path, planted groups of paths)."""
+    with serve_near_copy_site() as served:
+        yield served
 
 
 @contextmanager

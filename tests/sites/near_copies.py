@@ -9,13 +9,18 @@ much alike while their main text is not. Then it plants copies of three articles
   id and a "you came from" note in its sidebar;
 - an exact mirror, `/mirror/news/3`: the very bytes of `/news/3`.
 It returns the pages (path -> HTML bytes) and the planted groups as sets of paths, which a correct
-near-duplicate finder must find, and nothing else.
+near-duplicate finder must find, and nothing else. `serve_near_copy_site()` serves them on loopback
+(a `HostileSite` with static replies and a robots.txt that allows all).
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import random
+from collections.abc import Iterator
+
+from tests.sites.hostile import HostileSite, Reply
 
 WORDS = (
     "harbour", "council", "budget", "river", "school", "festival", "railway", "library", "market", "storm",
@@ -72,3 +77,13 @@ def near_copy_site(n_articles: int = 12, seed: int = 5) -> tuple[dict[str, bytes
     planted = [{"/news/1", "/news/1/print"}, {"/news/2", "/news/2?ref=newsletter", "/news/2?ref=feed"},
                {"/news/3", "/mirror/news/3"}]
     return pages, planted
+
+
+@contextlib.contextmanager
+def serve_near_copy_site() -> Iterator[tuple[HostileSite, dict[str, bytes], list[set[str]]]]:
+    """The site on 127.0.0.1: (server, pages, planted groups)."""
+    pages, planted = near_copy_site()
+    with HostileSite() as site:
+        site.robots = Reply(200, b"User-agent: *\nAllow: /\n", {"Content-Type": "text/plain"})
+        site.static.update({path: Reply(200, body) for path, body in pages.items()})
+        yield site, pages, planted
