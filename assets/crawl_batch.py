@@ -97,7 +97,7 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
     requests, hosts = shard
     fetcher = crawl.shard_fetcher()
     try:
-        result = fetcher.fetch(requests, hosts)
+        result = fetcher.fetch(requests, hosts, context.partition_key, context.get_mapping_key() or "s0")
     finally:
         fetcher.close()
     context.log.info(f"shard of {len(requests)} URLs: fetch {result.seconds['fetch']:.2f} s, "
@@ -140,6 +140,7 @@ def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepar
         "new_versions": report.new_versions,
         "fetch_seconds": round(report.seconds.get("fetch", 0.0), 3),
         "parse_seconds": round(report.seconds.get("parse", 0.0), 3),
+        "archive_seconds": round(report.seconds.get("archive", 0.0), 3),
         "land_seconds": round(report.seconds.get("land", 0.0), 3),
         "pages_per_second": round((report.fetched + report.failed) / total, 1) if total else 0.0,
         # The lake as of this batch: SELECT ... FROM pages AT (VERSION => snapshot_id).

@@ -110,6 +110,7 @@ def lake_backup(context: OpExecutionContext, config: LakeBackupConfig, crawl: Cr
         "created_at": manifest.created_at,
         "source": manifest.source,
         "rows": sum(t.rows for t in manifest.tables.values()),
+        "archive_files": manifest.archive_files,
         **{f"rows_{name}": t.rows for name, t in manifest.tables.items()},
         "tables": MetadataValue.json({name: {"rows": t.rows, "digest": t.digest}
                                       for name, t in manifest.tables.items()}),

@@ -86,6 +86,17 @@ class Settings(BaseSettings):
         description="Folder lake_backup_job writes backups into (one folder per backup, "
         "<snapshot>-<UTC time>); empty for backups/ next to CRAWL_LAKE_PATH.",
     )
+    archive_path: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_ARCHIVE_PATH", "archive_path"),
+        description="Folder of the raw archive, the gzip WARC files the fetch steps write (pages.warc_file "
+        "is relative to it); empty for archive/ in CRAWL_LAKE_PATH. A local or mounted folder every "
+        "worker reaches (object storage is not supported).",
+    )
+    archive_responses: bool = Field(
+        True, validation_alias=AliasChoices("CRAWL_ARCHIVE", "archive_responses"),
+        description="Write every fetched response to the raw archive (false: pages get NULL warc_* "
+        "columns, and `show`, `export --format warc` and re-parsing have nothing to read).",
+    )
     dagster_home: Path = Field(
         Path("data/dagster_home"), validation_alias=AliasChoices("DAGSTER_HOME", "dagster_home")
     )

@@ -4,6 +4,7 @@ from dagster import Definitions
 
 from crawl_platform_dagster.assets.checks import quality_checks
 from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier
+from crawl_platform_dagster.assets.exports import exports
 from crawl_platform_dagster.assets.intake import crawls, submit_crawl_job
 from crawl_platform_dagster.assets.jobs import (
     crawl_batch_celery_job,
@@ -22,7 +23,7 @@ from crawl_platform_dagster.sensors.quality import quality_sensor
 from crawl_platform_dagster.sensors.schedules import recrawl_daily
 
 defs = Definitions(
-    assets=[crawls, crawl_batch, frontier, lake_maintenance, near_duplicates],
+    assets=[crawls, crawl_batch, frontier, lake_maintenance, exports, near_duplicates],
     asset_checks=quality_checks,
     jobs=[crawl_batch_job, crawl_batch_celery_job, crawl_intake_job, crawl_quality_job, submit_crawl_job,
           lake_maintenance_job, lake_backup_job],

@@ -62,9 +62,10 @@ def backup(settings: Settings, args: argparse.Namespace) -> int:
 def restore(settings: Settings, args: argparse.Namespace) -> int:
     if args.lake_path is not None:  # an embedded lake there, whatever CRAWL_LAKE_CATALOG says
         settings = settings.model_copy(update={"lake_path": Path(args.lake_path), "lake_catalog": "",
-                                               "lake_data_path": ""})
+                                               "lake_data_path": "", "archive_path": ""})
     target = LakeLocation.from_settings(settings)
-    manifest = restore_lake(Path(args.src), target, replace=args.force)
+    manifest = restore_lake(Path(args.src), target, replace=args.force,
+                            archive_root=CrawlStore.from_settings(settings).archive_root)
     print(f"restored snapshot {manifest.snapshot_id} ({manifest.snapshot_time}) of {manifest.source} "
           f"into {target.catalog}: {_rows(manifest.tables)}")
     return 0

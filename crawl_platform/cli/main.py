@@ -1,5 +1,6 @@
 """The engine's commands of the ``crawl-platform`` command line: ``crawl`` and ``status``, and the
-lake commands ``sql``, ``backup``, ``restore`` and ``migrate`` (run by :mod:`crawl_platform.cli.lake`).
+lake commands ``sql``, ``backup``, ``restore`` and ``migrate`` (run by :mod:`crawl_platform.cli.lake`),
+and the archive commands ``show`` and ``export`` (:mod:`crawl_platform.cli.archive`).
 
 A contract other tools rely on: user mistakes print one line to stderr and exit 2, an
 unreachable broker or busy store prints one line and exits 1, never a traceback. The commands
@@ -25,7 +26,7 @@ from rich.table import Table
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
-from crawl_platform.cli import lake
+from crawl_platform.cli import archive, lake
 from crawl_platform.config import Settings
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.pipeline.submission import SCOPES, build_crawl_request, register_now, submit_crawl
@@ -111,6 +112,7 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
     migrate = sub.add_parser("migrate", help="import an old single-file store (crawl.duckdb) into the lake")
     migrate.add_argument("file", metavar="FILE.duckdb", help="the old store, opened read-only")
     migrate.add_argument("--force", action="store_true", help="replace the lake's crawl data if it holds any")
+    archive.add_arguments(sub)
     return parser
 
 
@@ -141,6 +143,8 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
         return _crawl(settings, args)
     if args.command in lake.COMMANDS:
         return lake.COMMANDS[args.command](settings, args)
+    if args.command in archive.COMMANDS:
+        return archive.COMMANDS[args.command](settings, args)
     return _status(settings, args.crawl_id)
 
 

@@ -31,6 +31,7 @@ from crawl_platform.fetch.robots import RobotsCache, fetch_robots_txt
 from crawl_platform.fetch.transport import (
     REDIRECT_STATUSES,
     ConnectionFailedError,
+    Exchange,
     Response,
     Transport,
     TransportError,
@@ -79,6 +80,7 @@ class FetchResult:
     etag: str | None = None
     last_modified: str | None = None
     attempts: int = 0  # requests sent for the final hop
+    exchange: Exchange | None = None  # the final hop's request and response headers (the raw archive)
 
     @property
     def not_modified(self) -> bool:
@@ -280,7 +282,8 @@ class Fetcher:
             keep_body = resp.status not in REDIRECT_STATUSES and resp.status != 304
             return {"status": resp.status, "content_type": resp.content_type, "error": gave_up,
                     "body": resp.body if keep_body else b"", "etag": resp.headers.get("ETag"),
-                    "last_modified": resp.headers.get("Last-Modified"), "attempts": attempts}
+                    "last_modified": resp.headers.get("Last-Modified"), "attempts": attempts,
+                    "exchange": resp.exchange}
         return {"error": f"more than {self.max_redirects} redirects"}
 
     # --- internals ------------------------------------------------------------------------------

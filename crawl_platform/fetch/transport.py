@@ -68,6 +68,17 @@ class BodyTooLargeError(TransportError):
 
 
 @dataclass(frozen=True)
+class Exchange:
+    """The HTTP messages of one GET as sent and received, for the raw archive (the body is the
+    response's). Headers in wire order with duplicates kept; built from what urllib3 already parsed."""
+
+    request_line: str  # "GET /path?query HTTP/1.1"
+    request_headers: tuple[tuple[str, str], ...]
+    status_line: str  # "HTTP/1.1 200 OK"
+    response_headers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class Response:
     """What came back for one GET."""
 
@@ -76,6 +87,7 @@ class Response:
     headers: Mapping[str, str]  # case-insensitive
     body: bytes  # empty when the body was not read (a 2xx of a type not accepted)
     latency_s: float  # request sent -> headers received: the server's responsiveness
+    exchange: Exchange | None = None
 
     @property
     def content_type(self) -> str | None:
@@ -263,8 +275,9 @@ class Transport:
             with resp:
                 latency = resp.elapsed.total_seconds()
                 status = resp.status_code
+                exchange = _exchange(resp)
                 if 200 <= status < 300 and not accepts(media_type(resp.headers.get("Content-Type"))):
-                    return Response(url, status, resp.headers, b"", latency)
+                    return Response(url, status, resp.headers, b"", latency, exchange)
                 try:
                     if 300 <= status < 400:
                         body = _read(resp, REDIRECT_BODY_BYTES, strict=False)
@@ -274,7 +287,7 @@ class Transport:
                     raise _classify(err, deadline) from None
                 if deadline.expired:  # the last bytes raced the watchdog: still too late
                     raise DeadlineExceededError(deadline.message)
-                return Response(url, status, resp.headers, body, latency)
+                return Response(url, status, resp.headers, body, latency, exchange)
 
     def _check_target(self, url: str) -> None:
         """Through a proxy we cannot see the connected address: check what the name resolves to."""
@@ -304,6 +317,18 @@ class Transport:
                 session.mount("https://", adapter)
                 self._shared = session
             return self._shared
+
+
+def _exchange(resp: requests.Response) -> Exchange:
+    """The request as sent (http.client adds Host itself) and the status line and headers received."""
+    sent = resp.request
+    parts = urlsplit(resp.url)
+    version = getattr(resp.raw, "version", 11) or 11
+    protocol = f"HTTP/{version // 10}.{version % 10}"
+    request_headers = (("Host", parts.netloc), *((k, str(v)) for k, v in sent.headers.items()))
+    return Exchange(f"{sent.method} {sent.path_url} HTTP/1.1", request_headers,  # http.client always sends 1.1
+                    f"{protocol} {resp.status_code} {resp.reason or ''}".rstrip(),
+                    tuple(resp.raw.headers.items()))
 
 
 def _read(resp: requests.Response, cap: int, *, strict: bool) -> bytes:

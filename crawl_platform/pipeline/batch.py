@@ -12,7 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
 from crawl_platform.bus.base import BatchLostError, Bus
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import (
@@ -62,6 +64,7 @@ class ShardResult:
     parsed: dict[str, ParsedPage]
     hosts: list[HostRecord]  # what the shard learned about its hosts (robots.txt, gaps)
     seconds: dict[str, float]
+    archived: dict[str, RecordPointer] = field(default_factory=dict)  # by URL: its response's WARC record
 
 
 @dataclass
@@ -190,15 +193,20 @@ class BatchReader:
 
 
 class ShardFetcher:
-    """Fetches and parses one shard of whole hosts; needs neither the bus nor the store."""
+    """Fetches, archives and parses one shard of whole hosts; needs neither the bus nor the store.
+    With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
+    disk before this returns, so before any row points into it)."""
 
-    def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml") -> None:
+    def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None) -> None:
         self.fetcher = fetcher
         self.parser = parser
+        self.archive = archive
 
-    def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord]) -> ShardResult:
+    def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "",
+              shard: str = "s0") -> ShardResult:
         """Fetch and parse one shard (whole hosts only, so a host's politeness stays here),
-        starting from what earlier runs learned about its hosts."""
+        starting from what earlier runs learned about its hosts; ``batch_id`` and ``shard`` name
+        its WARC file."""
         self.fetcher.prime(hosts)
         clock = time.perf_counter()
         results = self.fetcher.fetch_all(requests)
@@ -211,8 +219,15 @@ class ShardFetcher:
             for url, r in results.items() if r.is_html
         }
         parse_s = time.perf_counter() - clock
+        seconds = {"fetch": fetch_s, "parse": parse_s}
+        archived: dict[str, RecordPointer] = {}
+        if self.archive is not None:
+            clock = time.perf_counter()
+            archived = archive_results(self.archive, shard_file_name(batch_id, shard), results.values(),
+                                       {"isPartOf": batch_id or "batch", "shard": shard})
+            seconds["archive"] = time.perf_counter() - clock
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
-        return ShardResult(results, parsed, learned, {"fetch": fetch_s, "parse": parse_s})
+        return ShardResult(results, parsed, learned, seconds, archived)
 
     def close(self) -> None:
         self.fetcher.close()
@@ -230,14 +245,16 @@ class BatchLander:
         results: dict[str, FetchResult] = {}
         parsed: dict[str, ParsedPage] = {}
         hosts: list[HostRecord] = []
+        archived: dict[str, RecordPointer] = {}
         for shard in shards:
+            archived.update(shard.archived)
             results.update(shard.results)
             parsed.update(shard.parsed)
             hosts.extend(shard.hosts)
             for phase, seconds in shard.seconds.items():
                 report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
         clock = time.perf_counter()
-        landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts)
+        landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived)
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, prepared.items, results, landed)
         return report
@@ -277,20 +294,21 @@ class BatchCrawler:
     :class:`BatchLander` in a row, then :func:`expand_batch`. A Dagster run executes the same
     parts as separate steps (the fetch shards in parallel on a distributed executor)."""
 
-    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml") -> None:
+    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
+                 archive: bool = True) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
         self.frontier = Frontier(store, bus)
         read_model = FrontierReadModel(store)
         self.reader = BatchReader(bus, store, read_model)
-        self.shard_fetcher = ShardFetcher(fetcher, parser)
+        self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None)
         self.lander = BatchLander(store, read_model.batch_landed)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BatchCrawler:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
-                   Fetcher.from_settings(settings), settings.parser)
+                   Fetcher.from_settings(settings), settings.parser, settings.archive_responses)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:
@@ -298,14 +316,14 @@ class BatchCrawler:
         prepared = self.prepare(batch_id, offsets, refetch_done)
         if prepared.lost:
             return prepared.report
-        return self.land(prepared, [self.fetch_shard(prepared.requests, prepared.hosts)])
+        return self.land(prepared, [self.fetch_shard(prepared.requests, prepared.hosts, batch_id)])
 
     def prepare(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                 refetch_done: bool = True) -> PreparedBatch:
         return self.reader.prepare(batch_id, offsets, refetch_done)
 
-    def fetch_shard(self, requests: list[FetchRequest], hosts: list[HostRecord]) -> ShardResult:
-        return self.shard_fetcher.fetch(requests, hosts)
+    def fetch_shard(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "") -> ShardResult:
+        return self.shard_fetcher.fetch(requests, hosts, batch_id)
 
     def land(self, prepared: PreparedBatch, shards: list[ShardResult]) -> BatchReport:
         return self.lander.land(prepared, shards)

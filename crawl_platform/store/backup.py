@@ -7,7 +7,9 @@ hash (:class:`~crawl_platform.store.transfer.TableFingerprint`). All tables are 
 (VERSION => n)`` of the same snapshot, so the copy is consistent while crawls keep landing. A
 backup holds that state, not the lake's history. :func:`restore_lake` lands a backup's tables into
 any lake location (embedded or on PostgreSQL) in one transaction and checks them against the
-manifest. The copying is :mod:`crawl_platform.store.transfer`'s; the CLI (``crawl-platform backup``
+manifest. The raw archive's WARC files that the snapshot's ``pages`` point into are copied
+to the backup's ``archive/`` and back into the target's archive on restore. The copying is
+:mod:`crawl_platform.store.transfer`'s; the CLI (``crawl-platform backup``
 / ``restore``) and a Dagster job call the two functions here.
 """
 
@@ -34,6 +36,7 @@ from crawl_platform.store.transfer import (
 )
 
 MANIFEST = "backup.json"
+ARCHIVE = "archive"  # the backup's copy of the WARC files its pages point into
 FORMAT = 1  # the manifest's layout version
 
 
@@ -47,6 +50,7 @@ class Manifest:
     source: str  # the source lake's catalog
     duckdb_version: str  # the hashes are of rows as this DuckDB renders them to JSON
     tables: dict[str, TableFingerprint]
+    archive_files: int = 0  # WARC files the snapshot's pages point into, copied to archive/
 
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, **asdict(self)}, indent=2, sort_keys=True) + "\n"
@@ -62,7 +66,7 @@ class Manifest:
                 raise ValueError(f"format {data.get('format')!r}, this version reads {FORMAT}")
             tables = {name: TableFingerprint(int(t["rows"]), str(t["digest"])) for name, t in data["tables"].items()}
             return cls(int(data["snapshot_id"]), str(data["snapshot_time"]), str(data["created_at"]),
-                       str(data["source"]), str(data["duckdb_version"]), tables)
+                       str(data["source"]), str(data["duckdb_version"]), tables, int(data.get("archive_files", 0)))
         except FileNotFoundError:
             raise TransferRefusedError(f"{folder} is not a backup: it has no {MANIFEST} "
                                        "(an unfinished backup has none)") from None
@@ -98,7 +102,10 @@ def backup_lake(store: CrawlStore, dest: Path, snapshot: int | None = None) -> M
         with write_transaction(target, source) as con:
             snapshot_id, snapshot_time = _snapshot(con, source.alias, snapshot)
             tables = copy_tables(con, {t: f"{source.alias}.main.{t} AT (VERSION => {snapshot_id})" for t in TABLES})
-        manifest = Manifest(snapshot_id, snapshot_time, _now(), store.location.catalog, duckdb.__version__, tables)
+            warc_files = _archive_files(con, f"{source.alias}.main.pages AT (VERSION => {snapshot_id})")
+        _copy_archive(warc_files, store.archive_root, dest / ARCHIVE)
+        manifest = Manifest(snapshot_id, snapshot_time, _now(), store.location.catalog, duckdb.__version__, tables,
+                            len(warc_files))
         staged = dest / f"{MANIFEST}.tmp"
         staged.write_text(manifest.to_json())
         staged.replace(dest / MANIFEST)  # last, and atomically: a manifest means a whole backup
@@ -110,9 +117,11 @@ def backup_lake(store: CrawlStore, dest: Path, snapshot: int | None = None) -> M
     return manifest
 
 
-def restore_lake(src: Path, target_location: LakeLocation, *, replace: bool = False) -> Manifest:
+def restore_lake(src: Path, target_location: LakeLocation, *, replace: bool = False,
+                 archive_root: Path | None = None) -> Manifest:
     """Land the backup in folder ``src`` into the lake at ``target_location`` (created when
-    missing) in one transaction, check every table against the manifest, and return it.
+    missing) in one transaction, check every table against the manifest, and return it. The
+    backup's WARC files are copied into ``archive_root`` (default: the target lake's) first.
 
     A target that already holds crawl data is refused with :class:`TransferRefusedError` unless
     ``replace``, which swaps its contents for the backup's (its earlier state stays reachable by
@@ -125,11 +134,14 @@ def restore_lake(src: Path, target_location: LakeLocation, *, replace: bool = Fa
     location = backup_location(src)
     if location.sqlite_path is None or not location.sqlite_path.exists():
         raise TransferRefusedError(f"{src} has a manifest but no catalog.sqlite: the backup is incomplete")
-    target = CrawlStore(target_location)
+    target = CrawlStore(target_location, archive_root=archive_root)
+    warc_files = sorted(str(p.relative_to(src / ARCHIVE)) for p in (src / ARCHIVE).rglob("*.warc.gz"))
     try:
         source = Source.lake(location, f"the backup in {src}", moved=True)  # backups are copied around
         with write_transaction(target, source) as con:
             refuse_unless_empty(con, target_location.catalog, replace)
+            # Before the tables commit: no restored row points at a file not there yet.
+            _copy_archive(warc_files, src / ARCHIVE, target.archive_root)
             landed = copy_tables(con, {t: f"{source.alias}.main.{t}" for t in TABLES})
             wrong = [t for t in TABLES if landed[t] != manifest.tables.get(t)]
             if wrong:
@@ -156,6 +168,31 @@ def _snapshot(con: duckdb.DuckDBPyConnection, alias: str, wanted: int | None) ->
                                        f"(no {table} yet): pick a later one") from None
     when: datetime = row[0]
     return snapshot_id, when.astimezone(UTC).isoformat()
+
+
+def _archive_files(con: duckdb.DuckDBPyConnection, pages: str) -> list[str]:
+    """The WARC files the pages at a snapshot point into (none before the archive existed)."""
+    columns = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {pages}").fetchall()}
+    if "warc_file" not in columns:
+        return []
+    return [r[0] for r in con.execute(f"SELECT DISTINCT warc_file FROM {pages} WHERE warc_file IS NOT NULL "
+                                      "ORDER BY 1").fetchall()]
+
+
+def _copy_archive(files: list[str], src_root: Path, dest_root: Path) -> None:
+    """Copy the WARC files (complete ones only: each under a temporary name, then renamed); a
+    file already at the destination is the same file (names are never reused) and is kept."""
+    for name in files:
+        target = dest_root / name
+        if target.exists():
+            continue
+        source = src_root / name
+        if not source.exists():
+            raise TransferFailedError(f"the archive file {source} that pages point into is missing")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + ".part")
+        shutil.copyfile(source, part)
+        part.replace(target)
 
 
 def _now() -> str:

@@ -66,6 +66,13 @@ class LakeLocation:
     def is_local(self) -> bool:
         return "://" not in self.data_path
 
+    def default_archive_root(self) -> Path:
+        """``archive/`` beside an embedded catalog, else beside a local data path (the raw archive
+        is plain files: a lake whose data lives in object storage names a local CRAWL_ARCHIVE_PATH)."""
+        if self.sqlite_path is not None:
+            return self.sqlite_path.parent / "archive"
+        return Path(self.data_path.rstrip("/")).parent / "archive"
+
     def attach_sql(self, read_only: bool = False, alias: str = LAKE) -> str:
         """The ``ATTACH`` statement that opens this lake in any DuckDB client."""
         options = [f"DATA_PATH '{_quote(self.data_path)}'"]
@@ -82,8 +89,11 @@ class CrawlStore:
     """Handle on the lake; cheap to create. The DuckDB instance that attaches it is opened on
     first use and kept for the life of this object (one per process in practice)."""
 
-    def __init__(self, location: LakeLocation, write_timeout_s: float = 120.0) -> None:
+    def __init__(self, location: LakeLocation, write_timeout_s: float = 120.0,
+                 archive_root: Path | None = None) -> None:
         self.location = location
+        # Where the fetch steps write WARC files (``pages.warc_file`` is relative to it).
+        self.archive_root = archive_root or location.default_archive_root()
         self.write_timeout_s = write_timeout_s
         self._db: duckdb.DuckDBPyConnection | None = None
         self.alias = f"lake_{next(_ALIASES)}"  # this process attaches each lake under its own name
@@ -99,7 +109,9 @@ class CrawlStore:
         with _SHARED_LOCK:
             store = _SHARED.get(location)
             if store is None:
-                store = _SHARED[location] = cls(location, settings.lake_write_timeout_s)
+                store = _SHARED[location] = cls(location, settings.lake_write_timeout_s,
+                                                Path(settings.archive_path) if settings.archive_path
+                                                else settings.lake_path / "archive")
             return store
 
     def exists(self) -> bool:

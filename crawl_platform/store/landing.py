@@ -12,13 +12,14 @@ learned about its hosts (robots.txt, adaptive delay) to the ``hosts`` table, and
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 
+from crawl_platform.archive.writer import RecordPointer
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.fetch.politeness import HostRecord
@@ -92,11 +93,14 @@ def land_batch(
     results: dict[str, FetchResult],
     parsed: dict[str, ParsedPage],
     hosts: Sequence[HostRecord] = (),
+    archived: Mapping[str, RecordPointer] | None = None,
 ) -> LandedBatch:
     """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
 
-    ``hosts`` are what the fetcher learned about the batch's hosts (``Fetcher.host_records``).
+    ``hosts`` are what the fetcher learned about the batch's hosts (``Fetcher.host_records``);
+    ``archived`` is where each URL's response was archived (``pages.warc_*``, NULL without one).
     """
+    pointers = archived or {}
     crawl_of: dict[str, str] = {}
     for item in items:
         crawl_of.setdefault(item.url, item.crawl_id)
@@ -117,6 +121,9 @@ def land_batch(
         "last_modified": pa.array([r.last_modified for r in landable], pa.string()),
         "redirect_chain": pa.array([list(r.redirect_chain) for r in landable], pa.list_(pa.string())),
         "charset": pa.array([p.charset if (p := parsed.get(r.url)) else None for r in landable], pa.string()),
+        "warc_file": pa.array([w.warc_file if (w := pointers.get(r.url)) else None for r in landable], pa.string()),
+        "warc_offset": pa.array([w.offset if (w := pointers.get(r.url)) else None for r in landable], pa.int64()),
+        "warc_length": pa.array([w.length if (w := pointers.get(r.url)) else None for r in landable], pa.int64()),
     })
     # Typed columns throughout: an empty batch must not hand the SQL null-typed columns.
     docs = pa.table({
@@ -145,7 +152,8 @@ def land_batch(
             CREATE OR REPLACE TEMP TABLE new_pages AS
             SELECT i.url, i.crawl_id, (coalesce(l.v, 0) + 1)::INTEGER AS version, i.status, i.fetched_at,
                    i.content_hash, i.content_type, i.final_url, ?::VARCHAR AS batch_id, i.error,
-                   i.content_length, i.elapsed_ms, i.etag, i.last_modified, i.redirect_chain, i.charset
+                   i.content_length, i.elapsed_ms, i.etag, i.last_modified, i.redirect_chain, i.charset,
+                   i.warc_file, i.warc_offset, i.warc_length
             FROM inc_pages i
             LEFT JOIN (SELECT url, max(version) AS v, arg_max(content_hash, version) AS h
                        FROM pages WHERE url IN (SELECT url FROM inc_pages) GROUP BY url) l USING (url)
@@ -156,7 +164,7 @@ def land_batch(
         con.execute(
             """INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
                                   final_url, batch_id, error, content_length, elapsed_ms, etag, last_modified,
-                                  redirect_chain, charset)
+                                  redirect_chain, charset, warc_file, warc_offset, warc_length)
                SELECT * FROM temp.new_pages"""
         )
         new_versions = con.execute("SELECT url, version FROM temp.new_pages").fetch_arrow_table()

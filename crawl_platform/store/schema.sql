@@ -42,7 +42,10 @@ CREATE TABLE IF NOT EXISTS pages (
     etag          VARCHAR,
     last_modified VARCHAR,
     redirect_chain VARCHAR[],
-    charset       VARCHAR
+    charset       VARCHAR,
+    warc_file     VARCHAR,               -- the version's WARC response record: file under the archive root,
+    warc_offset   BIGINT,                -- its byte offset there and its length (one gzip member);
+    warc_length   BIGINT                 -- NULL when there was no response or archiving was off
     -- key: (url, version)
 );
 CREATE TABLE IF NOT EXISTS documents (

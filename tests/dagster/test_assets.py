@@ -1,8 +1,11 @@
 """Assets materialised through Dagster against a real broker, DuckDB file and demo site."""
 
+import hashlib
+
 import pytest
 from dagster import Failure, build_op_context, materialize
 
+from crawl_platform.archive.reader import read_response
 from crawl_platform.bus.messages import decode_crawl_request
 from crawl_platform.bus.offsets import batch_key, parse_batch_key, plan_batches
 from crawl_platform.cli.demo_site import DemoSite
@@ -49,6 +52,12 @@ def test_seed_intake_then_one_batch_lands_pages_with_metadata_and_checks(crawl_e
     assert {c.check_name for c in checks} == {"pages_quality", "documents_quality"}
     assert all(c.passed for c in checks)
     assert store.query("SELECT url, version, batch_id FROM pages") == [(site.base_url + "/", 1, key)]
+    # The fetch step archived the response in a file named by its batch and shard; pages points at it.
+    ((warc_file, offset, length, digest),) = store.query("SELECT warc_file, warc_offset, warc_length, content_hash "
+                                                         "FROM pages")
+    assert f"/{key}-s0-" in warc_file
+    assert hashlib.sha256(b"200\n" + read_response(store.archive_root, warc_file, offset, length)[1]).hexdigest() \
+        == digest
 
     # Re-materialising the partition refetches exactly that batch and adds no rows.
     requests_before = site.request_count("/")

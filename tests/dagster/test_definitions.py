@@ -13,7 +13,9 @@ def test_definitions_load_with_every_part():
     assert {s.name for s in repo.schedule_defs} == {"recrawl_daily", "lake_maintenance_daily"}
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"crawls", "pages", "documents", "links", "frontier", "lake_maintenance", "near_duplicates"}
+    assert keys == {"crawls", "pages", "documents", "links", "frontier", "lake_maintenance", "exports",
+                    "near_duplicates"}
+    assert graph.get(AssetKey("exports")).parent_keys == {AssetKey("pages"), AssetKey("documents"), AssetKey("links")}
     assert graph.get(AssetKey("near_duplicates")).parent_keys == {AssetKey("documents")}
     assert graph.get(AssetKey("frontier")).parent_keys == {AssetKey("pages"), AssetKey("links")}
     assert AssetKey("crawls") in graph.get(AssetKey("pages")).parent_keys

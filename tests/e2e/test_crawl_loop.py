@@ -69,6 +69,16 @@ def test_crawl_lands_exactly_the_reachable_site_then_recrawl_versions_only_the_c
     (documents,) = store.query("SELECT count(*) FROM documents")[0]
     assert documents == sum(1 for r in rows if "html" in (r[4] or ""))  # 404 pages are HTML too
 
+    # Every response the runs' fetch steps received is in the raw archive: `show` prints one from it.
+    assert store.query("SELECT count(*) FROM pages WHERE status IS NOT NULL AND warc_file IS NULL") == [(0,)]
+    ((title,),) = store.query("SELECT title FROM documents WHERE url = ?", [server.base_url + "/page/1"])
+    before = server.request_count("/page/1")
+    shown = cli(env, "show", server.base_url + "/page/1")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("HTTP/1.1 200 OK\n")  # text mode: \r\n read as \n
+    assert f"<title>{title}</title>" in shown.stdout
+    assert server.request_count("/page/1") == before
+
     site.set_page_text("/page/3", "This article was rewritten after the first crawl.")
     again = cli(env, "crawl", server.base_url + "/", "--crawl-id", "second", "--wait", "--timeout", "360")
     assert again.returncode == 0, again.stdout + again.stderr

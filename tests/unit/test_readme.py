@@ -19,6 +19,7 @@ def test_every_setting_is_documented_in_the_readme():
 def test_every_command_is_documented_in_the_readme():
     for command in ("crawl-platform up", "crawl-platform crawl", "crawl-platform status", "crawl-platform sql",
                     "crawl-platform backup", "crawl-platform restore", "crawl-platform migrate",
+                    "crawl-platform show", "crawl-platform export",
                     "make run", "make test"):
         assert command in README
 
