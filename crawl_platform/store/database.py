@@ -303,7 +303,8 @@ def current_snapshot(con: duckdb.DuckDBPyConnection, alias: str) -> int:
     return int(row[0]) if row else 0
 
 
-TABLES = ("crawls", "frontier", "pages", "documents", "links", "batch_items", "hosts", "near_duplicates")
+TABLES = ("crawls", "frontier", "pages", "documents", "links", "batch_items", "hosts", "near_duplicates",
+          "documents_markdown")
 
 
 @functools.cache

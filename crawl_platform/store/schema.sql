@@ -94,3 +94,13 @@ CREATE TABLE IF NOT EXISTS near_duplicates (
     distance       INTEGER               -- Hamming distance of its simhash to the representative's; NULL without one
     -- key: (crawl_id, url)
 );
+-- Each HTML page version as Markdown with its published date, extracted from the archive (asset documents_markdown).
+CREATE TABLE IF NOT EXISTS documents_markdown (
+    url            VARCHAR NOT NULL,
+    version        INTEGER NOT NULL,
+    markdown       VARCHAR,              -- trafilatura's main content as Markdown; NULL: none found or failed (error)
+    published_date DATE,                 -- htmldate's original publication date; NULL when none is found
+    extractor      VARCHAR NOT NULL,     -- e.g. 'trafilatura 2.3.1; htmldate 1.11.0'
+    error          VARCHAR               -- why markdown is NULL
+    -- key: (url, version)
+);

@@ -9,12 +9,14 @@ def test_definitions_load_with_every_part():
     repo = defs.get_repository_def()
     assert {"crawl_batch_job", "crawl_intake_job", "submit_crawl_job", "lake_maintenance_job",
             "lake_backup_job"} <= {j.name for j in repo.get_all_jobs()}
-    assert {s.name for s in repo.sensor_defs} == {"frontier_sensor", "seeds_sensor", "quality_sensor"}
+    assert {s.name for s in repo.sensor_defs} == {"frontier_sensor", "seeds_sensor", "quality_sensor",
+                                                  "content_automation_sensor"}
     assert {s.name for s in repo.schedule_defs} == {"recrawl_daily", "lake_maintenance_daily"}
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == {"crawls", "pages", "documents", "links", "frontier", "lake_maintenance", "exports",
-                    "near_duplicates"}
+                    "near_duplicates", "documents_markdown"}
+    assert graph.get(AssetKey("documents_markdown")).parent_keys == {AssetKey("pages"), AssetKey("documents")}
     assert graph.get(AssetKey("exports")).parent_keys == {AssetKey("pages"), AssetKey("documents"), AssetKey("links")}
     assert graph.get(AssetKey("near_duplicates")).parent_keys == {AssetKey("documents")}
     assert graph.get(AssetKey("frontier")).parent_keys == {AssetKey("pages"), AssetKey("links")}
