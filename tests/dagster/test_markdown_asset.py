@@ -48,11 +48,12 @@ def test_markdown_and_dates_come_from_the_archive_with_no_request_to_the_site(cr
     rows = {url[len(site.base_url):]: rest for url, *rest in store.query(
         "SELECT url, version, markdown, published_date, extractor, error FROM documents_markdown")}
     assert set(rows) == {"/", "/docs/library/json.html", "/docs/tutorial/introduction.html", "/news/harbour"}
-    version, markdown, published, extractor, error = rows["/docs/library/json.html"]
+    version, markdown, _published, extractor, error = rows["/docs/library/json.html"]
     assert (version, error) == (1, None)
     assert markdown.startswith("# `json` — JSON encoder and decoder")
     assert "Report a Bug" not in markdown
-    assert extractor.startswith("trafilatura 2.") and "; htmldate 1." in extractor
+    assert extractor.startswith("trafilatura 2.")
+    assert "; htmldate 1." in extractor
     assert rows["/news/harbour"][1].startswith("# The new harbour opens\n\nThe council opened the new harbour")
     assert "Copyright" not in rows["/news/harbour"][1]
     assert rows["/news/harbour"][2] == date(2024, 5, 3)
