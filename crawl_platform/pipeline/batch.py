@@ -197,10 +197,12 @@ class ShardFetcher:
     With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
     disk before this returns, so before any row points into it)."""
 
-    def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None) -> None:
+    def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None, *,
+                 main_content: bool = True) -> None:
         self.fetcher = fetcher
         self.parser = parser
         self.archive = archive
+        self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
 
     def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "",
               shard: str = "s0") -> ShardResult:
@@ -215,7 +217,7 @@ class ShardFetcher:
         # interleaving the two cost a third more CPU (measured with benchmarks/fetch_hosts.py).
         clock = time.perf_counter()
         parsed: dict[str, ParsedPage] = {
-            url: parse_html(r.body, r.final_url, r.content_type, self.parser)
+            url: parse_html(r.body, r.final_url, r.content_type, self.parser, main_content=self.main_content)
             for url, r in results.items() if r.is_html
         }
         parse_s = time.perf_counter() - clock
@@ -295,20 +297,22 @@ class BatchCrawler:
     parts as separate steps (the fetch shards in parallel on a distributed executor)."""
 
     def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
-                 archive: bool = True) -> None:
+                 archive: bool = True, *, main_content: bool = True) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
         self.frontier = Frontier(store, bus)
         read_model = FrontierReadModel(store)
         self.reader = BatchReader(bus, store, read_model)
-        self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None)
+        self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None,
+                                          main_content=main_content)
         self.lander = BatchLander(store, read_model.batch_landed)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BatchCrawler:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
-                   Fetcher.from_settings(settings), settings.parser, settings.archive_responses)
+                   Fetcher.from_settings(settings), settings.parser, settings.archive_responses,
+                   main_content=settings.main_content)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.config import Settings
+from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.parse.html import parse_html
 from crawl_platform.parse.main_text import extract_main_content
+from crawl_platform.pipeline.batch import ShardFetcher
 from crawl_platform.store.landing import land_batch
 from tests.sites.hostile import CP1251_TEXT, Reply
 from tests.unit.conftest import loopback_fetcher
@@ -91,3 +94,17 @@ def test_docs_broken_and_non_html_pages_land_in_one_batch_with_their_main_conten
     assert rows["/binary"][2:4] == [EXTRACTOR, None]
     (simhash_type,) = store.query("SELECT typeof(simhash) FROM documents LIMIT 1")[0]
     assert simhash_type == "UBIGINT"
+
+
+def test_crawl_main_content_false_takes_it_off_the_parse_step(hostile, store, monkeypatch):
+    monkeypatch.setenv("CRAWL_MAIN_CONTENT", "false")
+    assert Settings().main_content is False
+    hostile.static["/docs/json"] = Reply(200, (PYTHON_DOCS / "library/json.html").read_bytes())
+    url = hostile.url("/docs/json")
+    shard = ShardFetcher(loopback_fetcher(), "lxml", None, main_content=Settings().main_content).fetch(
+        [FetchRequest(url)], [])
+    assert shard.parsed[url].main is None
+    assert (shard.parsed[url].title or "").startswith("json — JSON encoder and decoder")
+    land_batch(store, "b1", [FrontierURL("c1", url, 0)], shard.results, shard.parsed)
+    assert store.query("SELECT main_text, language, simhash, extractor, main_text_error, length(text) > 0 "
+                       "FROM documents") == [(None, None, None, None, None, True)]
