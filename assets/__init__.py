@@ -1,1 +1,2 @@
-"""Dagster assets of the crawl: intake, batch (pages, documents, links), frontier, quality checks, exports and jobs."""
+"""Dagster assets of the crawl: intake, batch (pages, documents, links), frontier, near duplicates,
+quality checks, exports and jobs."""

@@ -156,7 +156,7 @@ def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepar
         "pages": AssetOut(dagster_type=Nothing, code_version=CODE_VERSION,
                           description="Every fetched version of every URL (new version only when content changes)."),
         "documents": AssetOut(dagster_type=Nothing, code_version=CODE_VERSION,
-                              description="Title and text of each HTML page version."),
+                              description="Title, text and main text (language, SimHash) of each HTML page version."),
         "links": AssetOut(dagster_type=Nothing, code_version=CODE_VERSION,
                           description="Outgoing links of each page version, canonicalised."),
     },

@@ -265,6 +265,11 @@ class Settings(BaseSettings):
         "lxml", validation_alias=AliasChoices("CRAWL_PARSER", "parser"),
         description="Link/text extractor: lxml (fast) or BeautifulSoup.",
     )
+    main_content: bool = Field(
+        True, validation_alias=AliasChoices("CRAWL_MAIN_CONTENT", "main_content"),
+        description="Extract each page's main text, language and SimHash in the parse step (Resiliparse; "
+        "false: documents.main_text and simhash stay NULL, and near_duplicates finds exact copies only).",
+    )
 
     # --- Crawl defaults (a crawl request may override) -------------------------------------------
     default_max_pages: int = Field(

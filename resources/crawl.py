@@ -58,7 +58,8 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
     def shard_fetcher(self) -> ShardFetcher:
         settings = self.settings()
         archive = CrawlStore.from_settings(settings).archive_root if settings.archive_responses else None
-        return ShardFetcher(Fetcher.from_settings(settings), settings.parser, archive)
+        return ShardFetcher(Fetcher.from_settings(settings), settings.parser, archive,
+                            main_content=settings.main_content)
 
     def batch_lander(self) -> BatchLander:
         store = self.store()

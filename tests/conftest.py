@@ -24,6 +24,7 @@ from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
 from tests.sites.alert_receivers import SMTPReceiver, WebhookReceiver
 from tests.sites.docs import DocsSite
+from tests.sites.near_copies import serve_near_copy_site
 
 POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -123,6 +124,14 @@ def python_docs() -> Iterator[DocsSite]:
     """The Python 3.11 documentation (Debian's python3.11-doc) on loopback, logging every request."""
     with DocsSite() as docs:
         yield docs
+
+
+@pytest.fixture
+def news_site() -> Iterator[tuple[object, dict[str, bytes], list[set[str]]]]:
+    """A generated news site with planted near and exact copies (tests/sites/near_copies.py):
+    (server, pages by path, planted groups of paths)."""
+    with serve_near_copy_site() as served:
+        yield served
 
 
 @contextmanager

@@ -6,7 +6,9 @@ canonicalised by :mod:`crawl_platform.urls`, deduplicated per page, with their a
 scope filtering is the frontier's job, not the parser's. Bytes become text once, in
 :mod:`crawl_platform.parse.encoding` (header, meta, detection), and the engines only ever see text, so
 both agree on the charset and a page with broken bytes still parses. Hostile markup (unclosed
-tags, NUL bytes, an XML declaration) never raises: the worst case is an empty document.
+tags, NUL bytes, an XML declaration) never raises: the worst case is an empty document. Every
+page also gets its main content (text without boilerplate, language, SimHash) from
+:mod:`crawl_platform.parse.main_text`, whatever the engine.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from crawl_platform.parse.encoding import decode_html
+from crawl_platform.parse.main_text import MainContent, extract_main_content
 
 # lxml refuses text that starts with an XML encoding declaration; the text is decoded already.
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*>", re.I)
@@ -32,6 +35,7 @@ class ParsedPage:
     text: str
     links: tuple[tuple[str, str], ...]  # (canonical absolute URL, anchor text)
     charset: str | None = None  # the charset the body was decoded with
+    main: MainContent | None = None  # main text, language, SimHash (None: not extracted)
 
 
 def _squash(text: str) -> str:
@@ -50,20 +54,22 @@ def _collect(base_url: str, raw_links: list[tuple[str, str]]) -> tuple[tuple[str
 
 
 def parse_html(body: bytes, base_url: str, content_type: str | None = None,
-               engine: ParserEngine = "lxml") -> ParsedPage:
-    """Extract title, text and links; ``base_url`` is the page's final URL (after redirects)."""
+               engine: ParserEngine = "lxml", *, main_content: bool = True) -> ParsedPage:
+    """Extract title, text and links; ``base_url`` is the page's final URL (after redirects).
+    ``main_content=False`` skips the main-content step (``main`` stays None; the benchmark's baseline)."""
     decoded = decode_html(body, content_type)
     text = _XML_DECLARATION.sub("", decoded.text, count=1).translate(_CONTROL)
+    main = extract_main_content(text) if main_content else None
     if not text.strip():
-        return ParsedPage(None, "", (), decoded.charset)
+        return ParsedPage(None, "", (), decoded.charset, main)
     extractors = (_parse_bs4,) if engine == "bs4" else (_parse_lxml, _parse_bs4)
     for extract in extractors:
         try:
             page = extract(text, base_url)
         except (ValueError, RecursionError):  # pathological markup: try the next, else no document
             continue
-        return ParsedPage(page.title, page.text, page.links, decoded.charset)
-    return ParsedPage(None, "", (), decoded.charset)
+        return ParsedPage(page.title, page.text, page.links, decoded.charset, main)
+    return ParsedPage(None, "", (), decoded.charset, main)
 
 
 def _parse_lxml(markup: str, base_url: str) -> ParsedPage:

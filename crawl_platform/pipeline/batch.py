@@ -230,10 +230,12 @@ class ShardFetcher:
     With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
     disk before this returns, so before any row points into it)."""
 
-    def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None) -> None:
+    def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None, *,
+                 main_content: bool = True) -> None:
         self.fetcher = fetcher
         self.parser = parser
         self.archive = archive
+        self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
 
     def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "",
               shard: str = "s0") -> ShardResult:
@@ -248,7 +250,7 @@ class ShardFetcher:
         # interleaving the two cost a third more CPU (measured with benchmarks/fetch_hosts.py).
         clock = time.perf_counter()
         parsed: dict[str, ParsedPage] = {
-            url: parse_html(r.body, r.final_url, r.content_type, self.parser)
+            url: parse_html(r.body, r.final_url, r.content_type, self.parser, main_content=self.main_content)
             for url, r in results.items() if r.is_html
         }
         parse_s = time.perf_counter() - clock
@@ -338,7 +340,7 @@ class BatchCrawler:
 
     def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
                  page_events: bool = True, archive: bool = True,
-                 revisit: RevisitPolicy = DEFAULT_REVISITS) -> None:
+                 revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -346,14 +348,16 @@ class BatchCrawler:
         self.events = PageEventPublisher(store, bus) if page_events else None
         read_model = FrontierReadModel(store)
         self.reader = BatchReader(bus, store, read_model)
-        self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None)
+        self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None,
+                                          main_content=main_content)
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BatchCrawler:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
                    Fetcher.from_settings(settings), settings.parser, settings.page_events,
-                   settings.archive_responses, RevisitPolicy.from_settings(settings))
+                   settings.archive_responses, RevisitPolicy.from_settings(settings),
+                   main_content=settings.main_content)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

@@ -304,7 +304,7 @@ def current_snapshot(con: duckdb.DuckDBPyConnection, alias: str) -> int:
 
 
 TABLES = ("crawls", "frontier", "pages", "documents", "links", "batch_items", "hosts", "page_event_batches",
-          "crawl_schedules", "revisits", "records", "record_pages")
+          "crawl_schedules", "revisits", "records", "record_pages", "near_duplicates", "documents_markdown")
 
 
 @functools.cache

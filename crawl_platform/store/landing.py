@@ -76,6 +76,18 @@ def latest_validators(con: Any, urls: Sequence[str]) -> dict[str, tuple[str | No
             if status == 200 and (etag or modified)}
 
 
+def main_content_columns(parsed: Sequence[ParsedPage]) -> dict[str, pa.Array]:
+    """The ``documents`` columns of the pages' main content (:mod:`crawl_platform.parse.main_text`)."""
+    mains = [p.main for p in parsed]
+    return {
+        "main_text": pa.array([m.text if m else None for m in mains], pa.string()),
+        "language": pa.array([m.language if m else None for m in mains], pa.string()),
+        "simhash": pa.array([m.simhash if m else None for m in mains], pa.uint64()),
+        "extractor": pa.array([m.extractor if m else None for m in mains], pa.string()),
+        "main_text_error": pa.array([m.error if m else None for m in mains], pa.string()),
+    }
+
+
 def land_batch(
     store: CrawlStore,
     batch_id: str,
@@ -122,6 +134,7 @@ def land_batch(
         "url": pa.array(list(parsed), pa.string()),
         "title": pa.array([p.title for p in parsed.values()], pa.string()),
         "text": pa.array([p.text for p in parsed.values()], pa.string()),
+        **main_content_columns(list(parsed.values())),
     })
     link_rows = [(url, dst, anchor) for url, page in parsed.items() for dst, anchor in page.links]
     links = pa.table({
@@ -164,7 +177,10 @@ def land_batch(
         con.register("inc_docs", docs)
         con.register("inc_links", links)
         n_docs = con.execute(
-            """INSERT INTO documents (url, version, title, text) SELECT d.url, n.version, d.title, d.text
+            """INSERT INTO documents (url, version, title, text, main_text, language, simhash, extractor,
+                                      main_text_error)
+               SELECT d.url, n.version, d.title, d.text, d.main_text, d.language, d.simhash, d.extractor,
+                      d.main_text_error
                FROM inc_docs d JOIN new_versions n USING (url)"""
         ).fetchone()
         n_links = con.execute(

@@ -58,7 +58,12 @@ CREATE TABLE IF NOT EXISTS documents (
     url     VARCHAR NOT NULL,
     version INTEGER NOT NULL,
     title   VARCHAR,
-    text    VARCHAR NOT NULL
+    text    VARCHAR NOT NULL,
+    main_text VARCHAR,                   -- without boilerplate; NULL when extraction failed (main_text_error)
+    language  VARCHAR,                   -- ISO 639-1 of main_text; NULL without text or a confident guess
+    simhash   UBIGINT,                   -- 64-bit SimHash of main_text; NULL without a word of it
+    extractor VARCHAR,                   -- e.g. 'resiliparse 2.0.1'
+    main_text_error VARCHAR              -- why main_text is NULL
     -- key: (url, version)
 );
 CREATE TABLE IF NOT EXISTS links (
@@ -133,4 +138,25 @@ CREATE TABLE IF NOT EXISTS record_pages (
     error        VARCHAR,                -- not HTML, no document, base matched nothing, ...; NULL when fine
     extracted_at TIMESTAMP NOT NULL
     -- key: (crawl_id, url, version)
+);
+-- Groups of a crawl's latest document versions that are copies of each other (asset near_duplicates).
+CREATE TABLE IF NOT EXISTS near_duplicates (
+    crawl_id       VARCHAR NOT NULL,
+    group_id       INTEGER NOT NULL,     -- 1, 2, ... within the crawl, in the order of the representatives' URLs
+    url            VARCHAR NOT NULL,
+    version        INTEGER NOT NULL,     -- the pages/documents version grouped
+    representative VARCHAR NOT NULL,     -- the group's shortest URL (then the first in order)
+    kind           VARCHAR NOT NULL,     -- exact (same content_hash as the representative) | near
+    distance       INTEGER               -- Hamming distance of its simhash to the representative's; NULL without one
+    -- key: (crawl_id, url)
+);
+-- Each HTML page version as Markdown with its published date, extracted from the archive (asset documents_markdown).
+CREATE TABLE IF NOT EXISTS documents_markdown (
+    url            VARCHAR NOT NULL,
+    version        INTEGER NOT NULL,
+    markdown       VARCHAR,              -- trafilatura's main content as Markdown; NULL: none found or failed (error)
+    published_date DATE,                 -- htmldate's original publication date; NULL when none is found
+    extractor      VARCHAR NOT NULL,     -- e.g. 'trafilatura 2.3.1; htmldate 1.11.0'
+    error          VARCHAR               -- why markdown is NULL
+    -- key: (url, version)
 );

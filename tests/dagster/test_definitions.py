@@ -14,18 +14,20 @@ def test_definitions_load_with_every_part():
                                                   "run_failure_alert_sensor", "quality_alert_sensor",
                                                   "stall_alert_sensor", "crawl_progress_sensor",
                                                   "batch_retention_sensor", "recurring_crawls",
-                                                  "control_sensor", "records_sensor"}
+                                                  "control_sensor", "records_sensor", "content_automation_sensor"}
     assert {s.name for s in repo.schedule_defs} == {"recrawl_daily", "lake_maintenance_daily"}
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == {"crawls", "pages", "documents", "links", "frontier", "lake_maintenance", "exports",
-                    "crawl_progress", "records"}
+                    "crawl_progress", "records", "near_duplicates", "documents_markdown"}
     assert graph.get(AssetKey("records")).parent_keys == {AssetKey("pages")}
+    assert graph.get(AssetKey("documents_markdown")).parent_keys == {AssetKey("pages"), AssetKey("documents")}
     assert graph.get(AssetKey("exports")).parent_keys == {AssetKey("pages"), AssetKey("documents"), AssetKey("links")}
+    assert graph.get(AssetKey("near_duplicates")).parent_keys == {AssetKey("documents")}
     assert graph.get(AssetKey("frontier")).parent_keys == {AssetKey("pages"), AssetKey("links")}
     assert AssetKey("crawls") in graph.get(AssetKey("pages")).parent_keys
     checks = {c.name for c in graph.asset_check_keys}
     assert {"pages_quality", "documents_quality", "recurring_crawls_on_schedule", "records_null_rate",
             "records_type_errors"} <= checks
-    for key in ("pages", "documents", "links", "frontier", "lake_maintenance"):
+    for key in ("pages", "documents", "links", "frontier", "lake_maintenance", "near_duplicates"):
         assert graph.get(AssetKey(key)).code_version

@@ -73,3 +73,11 @@ def crawl_loop(settings: Settings, bus: Bus, store: CrawlStore, fetcher: Fetcher
     policy = LoopPolicy(batch_size or settings.batch_size, max_runs_per_tick=100, batch_groups=groups)
     return CrawlLoop(bus, BatchCrawler(bus, store, fetcher, "lxml"), SeedIntake(bus, store, fetcher), policy,
                      before_batch)
+
+
+def crawl_site(settings: Settings, bus: Bus, store: CrawlStore, seed: str, crawl_id: str, max_depth: int = 3) -> None:
+    """Crawl everything reachable from ``seed`` with the engine's crawl loop until nothing is pending."""
+    loop = crawl_loop(settings, bus, store)
+    loop.crawler.frontier.register(crawl_request(crawl_id, seed, max_depth=max_depth))
+    loop.run_until_idle(max_turns=100)
+    assert loop.crawler.frontier.status(crawl_id)[0].pending == 0

@@ -7,22 +7,27 @@ import dataclasses
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from crawl_platform.archive.writer import archive_results, shard_file_name
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
 from crawl_platform.extract.engine import Extractor, PageBody
 from crawl_platform.extract.records import land_extractions
 from crawl_platform.extract.rules import parse_rules
 from crawl_platform.fetch.politeness import HostRecord
+from crawl_platform.fetch.transport import Exchange
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.parse.html import parse_html
 from crawl_platform.pipeline.batch import expand_batch
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.store.database import CrawlStore, LakeLocation
 from crawl_platform.store.landing import LandedBatch, land_batch
+from crawl_platform.store.markdown import land_markdown
+from crawl_platform.store.near_duplicates import find_near_duplicates
 from crawl_platform.store.transfer import TableFingerprint, table_fingerprints
 from crawl_platform_dagster.cli import main
 from tests.unit.crawl_rows import crawl_request, fetch_result, page_html
@@ -48,6 +53,24 @@ def land_pages(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: s
     land_extractions(store, crawl_id, TITLE_RULES,
                      [extractor.extract(PageBody(u, versions[u], r.body)) for u, r in results.items()])
     return landed
+
+
+def land_copies(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: str) -> None:
+    """Register ``crawl_id`` and land two URLs with the very same page, archived as a batch run
+    archives them, then group the crawl's copies and extract its Markdown: the ``near_duplicates``
+    and ``documents_markdown`` tables get rows, and the archive a WARC file."""
+    urls = [f"{SITE}/copy/a", f"{SITE}/copy/b"]
+    frontier.register(crawl_request(crawl_id, *urls))
+    page = page_html("The same page served under two URLs, archived once for each of them")
+    results = {u: replace(fetch_result(u, page), exchange=Exchange(
+        f"GET {u[len(SITE):]} HTTP/1.1", (("Host", "site.example"),), "HTTP/1.1 200 OK",
+        (("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(page)))))) for u in urls}
+    archived = archive_results(store.archive_root, shard_file_name(batch_id, "s0"), results.values())
+    parsed = {u: parse_html(r.body, r.final_url, r.content_type) for u, r in results.items()}
+    land_batch(store, batch_id, [FrontierURL(crawl_id, u, 0) for u in urls], results, parsed, archived=archived)
+    frontier.expand(batch_id)
+    find_near_duplicates(store, [crawl_id])
+    assert land_markdown(store, [crawl_id]).extracted == 2
 
 
 def fingerprints(store: CrawlStore) -> dict[str, TableFingerprint]:

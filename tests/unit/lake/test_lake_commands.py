@@ -17,7 +17,7 @@ from crawl_platform.store.backup import MANIFEST, Manifest
 from crawl_platform.store.console import PROMPT, LakeSession, ResultPrinter, run_shell
 from crawl_platform.store.database import TABLES
 from tests.conftest import lake_catalog
-from tests.unit.lake.lake_cli import SITE, cli, fingerprints, lake_at, land_pages, run
+from tests.unit.lake.lake_cli import SITE, cli, fingerprints, lake_at, land_copies, land_pages, run
 
 # --- sql -----------------------------------------------------------------------------------------
 
@@ -120,6 +120,7 @@ def test_backup_then_restore_gives_the_same_rows_and_hashes(lake_env, store, fro
     # More rows than DuckLake inlines into the catalog (10 an insert): the pages are Parquet files.
     land_pages(store, frontier, "c1", "b1", [f"/p{i}" for i in range(15)])
     land_pages(store, frontier, "c2", "b2", ["/p1", "/c"])
+    land_copies(store, frontier, "c3", "b3")
     before = fingerprints(store)
     assert all(before[t].rows for t in TABLES)  # every table is part of the test
 

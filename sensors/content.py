@@ -1,0 +1,18 @@
+"""The sensor that keeps ``documents_markdown`` up to date as batches land (declarative automation).
+
+An ``AutomationConditionSensorDefinition`` over the content assets that carry an automation
+condition (today ``documents_markdown``, whose condition is ``assets/markdown.py``'s
+``MARKDOWN_AUTOMATION``): every 30 s it evaluates the condition and requests a run when a batch
+has landed since the last one. On by default, so Markdown follows a crawl with no setup; turn it
+off under Automation to extract only when you materialise the asset yourself.
+"""
+
+from dagster import AssetSelection, AutomationConditionSensorDefinition, DefaultSensorStatus
+
+content_automation_sensor = AutomationConditionSensorDefinition(
+    "content_automation_sensor",
+    target=AssetSelection.assets("documents_markdown"),
+    default_status=DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Requests documents_markdown when batches landed pages since its last request.",
+)
