@@ -46,7 +46,7 @@ def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platfo
             assert snapshots > 2
             shared = {p.suffix for p in Path(settings.lake_data_path).rglob("*") if p.is_file()}
             assert shared == {".parquet"}
-            assert not settings.lake_path.exists()  # no embedded catalog anywhere
+            assert not list(settings.lake_path.rglob("catalog.sqlite*"))  # no embedded catalog anywhere
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(60)

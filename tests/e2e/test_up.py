@@ -9,8 +9,10 @@ import time
 import urllib.request
 
 import pytest
+from dagster import DefaultSensorStatus
 
 from crawl_platform.bus.broker import free_port, port_open
+from crawl_platform_dagster.definitions import defs
 from tests.e2e.conftest import CRAWL_PLATFORM, REPO
 
 pytestmark = pytest.mark.e2e(seconds=80)
@@ -62,7 +64,10 @@ def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
                                   "sensors { name sensorState { status } } } } } }")
         states = {s["name"]: s["sensorState"]["status"]
                   for repo in repos["repositoriesOrError"]["nodes"] for s in repo["sensors"]}
-        assert states == {"frontier_sensor": "RUNNING", "seeds_sensor": "RUNNING", "quality_sensor": "RUNNING"}
+        # Every sensor of the definitions is there, in the state it defaults to (the crawl's own on).
+        assert states == {s.name: "RUNNING" if s.default_status == DefaultSensorStatus.RUNNING else "STOPPED"
+                          for s in defs.sensors}
+        assert {"frontier_sensor", "seeds_sensor", "quality_sensor"} <= {n for n, s in states.items() if s == "RUNNING"}
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(60)
