@@ -15,7 +15,7 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.parse.html import parse_html
-from crawl_platform.parse.main_text import extract_main_content
+from crawl_platform.parse.main_text import MAX_DEPTH, extract_main_content
 from crawl_platform.pipeline.batch import ShardFetcher
 from crawl_platform.store.landing import land_batch
 from tests.sites.hostile import CP1251_TEXT, Reply
@@ -108,3 +108,15 @@ def test_crawl_main_content_false_takes_it_off_the_parse_step(hostile, store, mo
     land_batch(store, "b1", [FrontierURL("c1", url, 0)], shard.results, shard.parsed)
     assert store.query("SELECT main_text, language, simhash, extractor, main_text_error, length(text) > 0 "
                        "FROM documents") == [(None, None, None, None, None, True)]
+
+
+def test_a_page_nested_deeper_than_the_limit_is_skipped_with_a_note_and_a_deep_real_one_is_not():
+    hostile_page = b"<html><body>" + b"<div>" * 200_000 + b"deep text" + b"</div>" * 200_000 + b"</body></html>"
+    main = parse_html(hostile_page, "http://h/deep").main
+    assert main is not None
+    assert (main.text, main.simhash, main.error) == (None, None, f"skipped: elements nested more than {MAX_DEPTH} deep")
+    nested = b"<div>" * 100 + b"<p>" + b"Words of a deeply nested but ordinary page. " * 500 + b"</p>" + b"</div>" * 100
+    ordinary = parse_html(b"<html><body>" + nested + b"</body></html>", "http://h/nested").main
+    assert ordinary is not None
+    assert ordinary.error is None
+    assert (ordinary.text or "").startswith("Words of a deeply nested but ordinary page.")
