@@ -221,7 +221,7 @@ def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource)
 
 @sensor(
     job=crawl_control_job,
-    minimum_interval_seconds=2,
+    minimum_interval_seconds=5,
     default_status=DefaultSensorStatus.RUNNING,
     description="Applies control commands (cancel, pause, resume) put on the control topic.",
 )
