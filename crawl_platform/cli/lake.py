@@ -25,8 +25,9 @@ from crawl_platform.store.console import (
     stream_reader,
     terminal_reader,
 )
-from crawl_platform.store.database import TABLES, CrawlStore, LakeLocation
+from crawl_platform.store.database import CrawlStore, LakeLocation
 from crawl_platform.store.migrate import migrate_file
+from crawl_platform.store.schema import TABLES
 from crawl_platform.store.transfer import TableFingerprint
 
 

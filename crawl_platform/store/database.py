@@ -17,7 +17,6 @@ its own cursor. The SQL of the crawl itself lives in :mod:`crawl_platform.store.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import sqlite3
 import threading
@@ -25,7 +24,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,7 @@ from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.errors import one_line as _one_line
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.locks import advisory_lock, file_lock
+from crawl_platform.store.schema import schema_upgrade
 
 LAKE = "lake"  # the name a client attaches the lake under (README, `crawl-platform sql`)
 
@@ -242,7 +241,7 @@ class CrawlStore:
         try:
             con.execute(self.location.attach_sql(alias=self.alias))
             con.execute(f"USE {self.alias}")
-            upgrade = _schema_upgrade(con, self.alias)
+            upgrade = schema_upgrade(con, self.alias)
             if upgrade:
                 if not create:
                     raise _LakeNotReadyError
@@ -301,52 +300,6 @@ def current_snapshot(con: duckdb.DuckDBPyConnection, alias: str) -> int:
     """The latest snapshot of the lake attached as ``alias`` (0 for none)."""
     row = con.execute(f"SELECT id FROM {alias}.current_snapshot()").fetchone()
     return int(row[0]) if row else 0
-
-
-TABLES = ("crawls", "frontier", "pages", "documents", "links", "batch_items", "hosts", "page_event_batches",
-          "crawl_schedules", "revisits", "records", "record_pages", "near_duplicates", "documents_markdown")
-
-
-@functools.cache
-def _schema_columns() -> dict[str, dict[str, str]]:
-    """Each table of :file:`schema.sql` and its columns with their types, in order (read once, by
-    running the file in a throwaway in-memory DuckDB)."""
-    con = duckdb.connect()
-    try:
-        con.execute(_schema_sql())
-        rows = con.execute(
-            "SELECT table_name, column_name, data_type FROM duckdb_columns() "
-            "WHERE database_name = 'memory' ORDER BY table_name, column_index"
-        ).fetchall()
-    finally:
-        con.close()
-    columns: dict[str, dict[str, str]] = {}
-    for table, column, data_type in rows:
-        columns.setdefault(table, {})[column] = data_type
-    return columns
-
-
-def _schema_sql() -> str:
-    return resources.files("crawl_platform.store").joinpath("schema.sql").read_text()
-
-
-def _schema_upgrade(con: duckdb.DuckDBPyConnection, alias: str) -> list[str]:
-    """What brings the lake attached as ``alias`` to :file:`schema.sql`: nothing when it is
-    current; the whole file for a new lake; otherwise the missing tables (the file's
-    ``CREATE TABLE IF NOT EXISTS``) and an ``ALTER TABLE ... ADD COLUMN`` per column added since
-    the lake was created (they read as NULL in the rows already there)."""
-    # This lake's own tables: duckdb_tables() would read every lake the process attached, and one
-    # unreachable catalog among them would stop every other lake from opening.
-    present = {row[0] for row in con.execute(
-        f"SELECT DISTINCT table_name FROM ducklake_table_info(?) WHERE table_name IN {TABLES}", [alias]).fetchall()}
-    if not present:
-        return [_schema_sql()]
-    upgrade = [] if present >= set(TABLES) else [_schema_sql()]
-    for table in sorted(present):
-        have = {row[0] for row in con.execute(f"DESCRIBE {alias}.main.{table}").fetchall()}
-        upgrade += [f"ALTER TABLE {alias}.main.{table} ADD COLUMN {column} {data_type}"
-                    for column, data_type in _schema_columns()[table].items() if column not in have]
-    return upgrade
 
 
 _ENGINE: duckdb.DuckDBPyConnection | None = None

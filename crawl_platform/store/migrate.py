@@ -16,8 +16,9 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import TABLES, CrawlStore, current_snapshot
+from crawl_platform.store.database import CrawlStore, current_snapshot
 from crawl_platform.store.errors import StoreUnavailableError
+from crawl_platform.store.schema import TABLES
 from crawl_platform.store.transfer import (
     Source,
     TableFingerprint,

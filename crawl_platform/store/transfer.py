@@ -20,13 +20,13 @@ from pathlib import Path
 import duckdb
 
 from crawl_platform.store.database import (
-    TABLES,
     CrawlStore,
     LakeLocation,
     transaction,
 )
 from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
+from crawl_platform.store.schema import TABLES
 
 
 class TransferRefusedError(ValueError):

@@ -11,7 +11,7 @@ import pytest
 from dagster import materialize
 
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.store.database import TABLES
+from crawl_platform.store.schema import TABLES
 from crawl_platform_dagster.assets.lake import lake_backup_job, lake_maintenance, lake_maintenance_job
 from crawl_platform_dagster.definitions import defs
 from crawl_platform_dagster.sensors.lake import lake_maintenance_daily

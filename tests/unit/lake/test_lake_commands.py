@@ -15,7 +15,7 @@ import shutil
 
 from crawl_platform.store.backup import MANIFEST, Manifest
 from crawl_platform.store.console import PROMPT, LakeSession, ResultPrinter, run_shell
-from crawl_platform.store.database import TABLES
+from crawl_platform.store.schema import TABLES
 from tests.conftest import lake_catalog
 from tests.unit.lake.lake_cli import SITE, cli, fingerprints, lake_at, land_copies, land_pages, run
 
