@@ -52,9 +52,10 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 import crawlers
 from crawlers import CrawlResult, crawl_with_platform, crawl_with_scrapy
 from dagster_profile import CATEGORIES, RunProfile, profile_dagster_home
+from docs_site import serve_docs
 from engine_profile import profile_engine
 from measure import become_subreaper, loadavg
-from static_site import measure_server_rate, serve_docs, serve_hosts, serve_site
+from static_site import measure_server_rate, serve_hosts, serve_site
 
 
 def _stop_on_sigterm(_sig: int, _frame: FrameType | None) -> None:
