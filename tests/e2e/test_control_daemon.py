@@ -23,7 +23,7 @@ def _state(store: CrawlStore, crawl_id: str) -> str:
     return store.query("SELECT state FROM crawls WHERE crawl_id = ?", [crawl_id])[0][0]
 
 
-def _until(predicate, timeout_s: float = 300.0, store: CrawlStore | None = None) -> None:
+def _until(predicate, timeout_s: float = 450.0, store: CrawlStore | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         seen = store.query("SELECT crawl_id, state, count(*) FROM frontier GROUP BY ALL ORDER BY ALL") if store else ""
