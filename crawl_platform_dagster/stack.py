@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import FrameType
@@ -32,9 +34,25 @@ from crawl_platform_dagster.instance import (
     yaml_limited_partitions,
 )
 
+LOCATION_NAME = "crawl_platform_dagster.definitions"
+"""The code location's name, as ``workspace.yaml``'s ``python_module`` entry names it: sensor
+cursors, run keys and schedules are kept per location name, so they survive a switch between a
+workspace that starts its own code server and one that connects to a running one."""
+
+CODE_SERVER_START_S = 180.0
+"""How long :meth:`DagsterProcesses.start` waits for the code server to load the definitions."""
+
 
 class DagsterProcesses:
-    """``dagster-daemon`` and (optionally) ``dagster-webserver`` on this project's definitions."""
+    """A code server, ``dagster-daemon`` and (optionally) ``dagster-webserver`` on this project's definitions.
+
+    The code server (``dagster api grpc``) runs for as long as the stack does, and the daemon and
+    the webserver connect to it through a workspace file written next to the logs (a
+    ``grpc_server`` entry). Given ``workspace.yaml``'s ``python_module`` entry instead, the daemon
+    would start a code server of its own and replace it every 60 s (Dagster's workspace refresh),
+    importing Dagster, DuckDB, pandas and the definitions anew each time: about 4 CPU seconds a
+    minute on an idle stack, and the webserver would run a second one. This is Dagster's own
+    deployment shape for a code location (docs/deployment.md)."""
 
     def __init__(self, env: dict[str, str], log_dir: Path, webserver_port: int | None = 3000,
                  workspace: Path | None = None) -> None:
@@ -43,19 +61,47 @@ class DagsterProcesses:
         self.webserver_port = webserver_port
         self.workspace = workspace
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._socket_dir: str | None = None
 
-    def _target(self) -> list[str]:
-        if self.workspace is not None and self.workspace.exists():
-            return ["-w", str(self.workspace)]
-        return ["-m", "crawl_platform_dagster.definitions"]
+    def _code_server_argv(self, socket_path: str) -> list[str]:
+        bin_dir = Path(sys.executable).parent
+        working_directory = self.workspace.parent if self.workspace is not None else Path.cwd()
+        return [str(bin_dir / "dagster"), "api", "grpc", "-m", LOCATION_NAME, "-d", str(working_directory),
+                "--socket", socket_path, "--location-name", LOCATION_NAME, "--log-level", "warning"]
+
+    def _start_code_server(self) -> Path:
+        """Start the code server; returns the workspace file that points the daemon at it."""
+        # A socket path must stay under about 100 bytes, so it lives in a short temporary folder.
+        self._socket_dir = tempfile.mkdtemp(prefix="crawl-code-")
+        socket_path = os.path.join(self._socket_dir, "grpc.sock")
+        self._spawn("code-server", self._code_server_argv(socket_path))
+        workspace = self.log_dir / "workspace.yaml"
+        workspace.write_text(json.dumps({"load_from": [{"grpc_server": {
+            "socket": socket_path, "location_name": LOCATION_NAME}}]}))  # JSON is valid YAML
+        self._wait_code_server(socket_path)
+        return workspace
+
+    def _wait_code_server(self, socket_path: str) -> None:
+        from dagster._grpc.client import DagsterGrpcClient  # noqa: PLC0415 - the engine imports no Dagster
+
+        deadline = time.monotonic() + CODE_SERVER_START_S
+        client = DagsterGrpcClient(socket=socket_path)
+        while time.monotonic() < deadline and self.processes["code-server"].poll() is None:
+            if os.path.exists(socket_path):
+                with contextlib.suppress(Exception):  # not serving yet
+                    client.ping("ready")
+                    return
+            time.sleep(0.2)
+        # The daemon reports the unloadable location; the code server's log says why.
 
     def start(self) -> DagsterProcesses:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         bin_dir = Path(sys.executable).parent
-        self._spawn("daemon", [str(bin_dir / "dagster-daemon"), "run", *self._target()])
+        target = ["-w", str(self._start_code_server())]
+        self._spawn("daemon", [str(bin_dir / "dagster-daemon"), "run", *target])
         if self.webserver_port:
             self._spawn("webserver", [str(bin_dir / "dagster-webserver"), "-h", "127.0.0.1",
-                                      "-p", str(self.webserver_port), *self._target()])
+                                      "-p", str(self.webserver_port), *target])
         return self
 
     def _spawn(self, name: str, argv: list[str]) -> None:
@@ -87,6 +133,9 @@ class DagsterProcesses:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         self.processes.clear()
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
         home = self.env.get("DAGSTER_HOME")
         if home:
             # The daemon's code servers and their run workers live in sessions of their own and
