@@ -67,7 +67,9 @@ def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurr
     if postgres_url and postgres_url.startswith("postgresql://"):
         # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; dagster-postgres needs psycopg2.
         postgres_url = "postgresql+psycopg2://" + postgres_url.removeprefix("postgresql://")
-    storage = (f"storage:\n  postgres:\n    postgres_url: \"{postgres_url}\"\n" if postgres_url else "")
+    storage = ("# Dagster's PostgreSQL storage, holding its connections open (crawl_platform_dagster/storage.py).\n"
+               "storage:\n  custom:\n    module: crawl_platform_dagster.storage\n    class: PooledPostgresStorage\n"
+               f"    config:\n      postgres_url: \"{postgres_url}\"\n" if postgres_url else "")
     path = home / "dagster.yaml"
     path.write_text(
         f"""# Written by crawl-platform; edit freely, it is not overwritten.

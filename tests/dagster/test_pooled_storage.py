@@ -1,0 +1,55 @@
+"""The instance storage on PostgreSQL keeps its connections open (crawl_platform_dagster/storage.py),
+on the machine's real server: statements reuse one server backend, and a forked child opens its own."""
+
+import os
+
+import psycopg2
+from dagster import DagsterInstance
+
+from crawl_platform_dagster.instance import write_instance_yaml
+from crawl_platform_dagster.storage import PooledPostgresStorage
+
+
+def _backends(postgres_url: str) -> set[int]:
+    """Server processes connected to the test's database, other than the one asking."""
+    with psycopg2.connect(postgres_url) as con, con.cursor() as cur:
+        cur.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return {row[0] for row in cur.fetchall()}
+
+
+def test_statements_reuse_the_open_connections_instead_of_connecting_each_time(tmp_path, postgres_url):
+    write_instance_yaml(tmp_path, postgres_url=postgres_url)
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.get_ref().storage_data.class_name == PooledPostgresStorage.__name__
+        instance.get_runs_count()  # run storage
+        instance.all_instigator_state()  # schedule storage: a pool of its own
+        held = _backends(postgres_url)
+        assert len(held) == 2  # a pooled connection per storage stays open between statements
+        for _ in range(20):
+            instance.get_runs_count()
+            instance.all_instigator_state()
+        # Forty statements later the same server backends serve them: none was opened per statement.
+        assert _backends(postgres_url) == held
+
+
+def test_a_forked_child_opens_connections_of_its_own_and_the_parent_keeps_working(tmp_path, postgres_url):
+    write_instance_yaml(tmp_path, postgres_url=postgres_url)
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        instance.get_runs_count()
+        parent_backends = _backends(postgres_url)
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child: its statements must not run on the parent's connection
+            code = 1
+            try:
+                instance.get_runs_count()
+                mine = _backends(postgres_url) - parent_backends
+                os.write(write, b"ok" if mine else b"shared")
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        _pid, status = os.waitpid(child, 0)
+        assert os.WEXITSTATUS(status) == 0
+        assert os.read(read, 16) == b"ok"
+        assert instance.get_runs_count() == 0  # the parent's pooled connection still answers
