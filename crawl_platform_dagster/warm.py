@@ -1,13 +1,37 @@
 """The last module the run launcher's fork server imports (``crawl_platform_dagster.launcher``).
 
 Every run is forked from that server and starts with its memory shared, page for page, until it
-writes to a page. Python's cyclic garbage collector writes to every object it examines, so a run's
-first full collection would copy most of the modules preloaded before it. ``gc.freeze()`` moves
-everything the server has imported so far into a generation the collector never examines: the
-runs' own objects are collected as usual, and the imported modules stay shared.
+writes to a page. Two things are done here once, for all of them:
+
+- DuckDB loads the lake's extensions (DuckLake and its catalog's driver) into a throwaway database,
+  which is closed again: the extension libraries stay mapped, so a run's own first ``LOAD`` costs
+  about 0.2 CPU s instead of 0.6 (about a third of a small batch run's CPU). No database or
+  connection is left open across the fork. Should it fail, each run loads (and reports) them itself.
+- ``gc.freeze()``: Python's cyclic garbage collector writes to every object it examines, so a
+  run's first full collection would copy most of the modules preloaded before it. Frozen, the
+  imported modules stay shared, and the runs' own objects are collected as usual.
 """
 
+import contextlib
 import gc
 
+import duckdb
+
+from crawl_platform.config import Settings
+from crawl_platform.store.database import LakeLocation
+from crawl_platform.store.extensions import ExtensionError, load_extensions
+
+
+def _map_lake_extensions() -> None:
+    kind = LakeLocation.from_settings(Settings()).kind
+    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    try:
+        load_extensions(con, kind)
+    finally:
+        con.close()
+
+
+with contextlib.suppress(ExtensionError, duckdb.Error, ValueError):
+    _map_lake_extensions()
 gc.collect()
 gc.freeze()
