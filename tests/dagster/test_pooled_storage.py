@@ -7,7 +7,7 @@ import psycopg2
 from dagster import DagsterInstance
 
 from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.storage import PooledPostgresStorage
+from crawl_platform_dagster.storage import POOL_SIZE, PooledPostgresStorage
 
 
 def _backends(postgres_url: str) -> set[int]:
@@ -22,14 +22,26 @@ def test_statements_reuse_the_open_connections_instead_of_connecting_each_time(t
     with DagsterInstance.from_config(str(tmp_path)) as instance:
         assert instance.get_ref().storage_data.class_name == PooledPostgresStorage.__name__
         instance.get_runs_count()  # run storage
-        instance.all_instigator_state()  # schedule storage: a pool of its own
+        instance.all_instigator_state()  # schedule storage: the same pool
         held = _backends(postgres_url)
-        assert len(held) == 2  # a pooled connection per storage stays open between statements
+        assert len(held) == 1  # one pooled connection stays open between statements
         for _ in range(20):
             instance.get_runs_count()
             instance.all_instigator_state()
-        # Forty statements later the same server backends serve them: none was opened per statement.
+        # Forty statements later the same server backend serves them: none was opened per statement.
         assert _backends(postgres_url) == held
+
+
+def test_every_instance_of_a_process_shares_its_connections(tmp_path, postgres_url):
+    """A code server creates an instance for every sensor evaluation, a Celery worker one per task:
+    they must not each keep connections open."""
+    write_instance_yaml(tmp_path, postgres_url=postgres_url)
+    instances = [DagsterInstance.from_config(str(tmp_path)) for _ in range(10)]
+    for instance in instances:
+        instance.get_runs_count()
+    assert len(_backends(postgres_url)) <= POOL_SIZE
+    for instance in instances:
+        instance.dispose()
 
 
 def test_a_forked_child_opens_connections_of_its_own_and_the_parent_keeps_working(tmp_path, postgres_url):
