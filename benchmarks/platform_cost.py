@@ -1,0 +1,132 @@
+"""What one platform costs the machine: idle, and crawling the demo site (docs/benchmarks.md, session 8).
+
+Starts the platform as the end-to-end tests do (the embedded broker, a code server and the Dagster
+daemon, instance storage in a new database on the machine's PostgreSQL, four frontier partitions),
+then prints:
+
+- idle: CPU of the platform's processes over ``--idle-s`` seconds with nothing to crawl;
+- crawl: wall seconds and CPU seconds of the whole machine (``/proc/stat``, so every process the
+  platform starts counts, runs included) while ``crawl-platform crawl … --wait`` takes a demo site
+  of ``--pages`` pages with no per-host delay. A five-page crawl first warms the platform (the run
+  launcher's fork server starts with the first run).
+
+Run it on a quiet machine: the crawl figure counts every process on it.
+
+    .venv/bin/python benchmarks/platform_cost.py --pages 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.config import Settings
+from crawl_platform_dagster.instance import write_instance_yaml
+from crawl_platform_dagster.stack import DagsterProcesses
+
+POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_s() -> float:
+    """Busy CPU seconds of the whole machine since boot."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        values = [int(v) for v in stat.readline().split()[1:9]]
+    return (sum(values) - values[3] - values[4]) / TICK
+
+
+def sessions_cpu_s(sessions: set[int]) -> float:
+    """CPU seconds of the live processes in ``sessions`` (the platform's processes each lead one)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) in sessions:
+                total += sum(int(v) for v in fields[11:15])
+    return total / TICK
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    import psycopg2  # noqa: PLC0415 - only this benchmark needs it
+
+    name = f"crawl_bench_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(POSTGRES_ADMIN_URL)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+def crawl(env: dict[str, str], url: str, crawl_id: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "crawl_platform_dagster.cli", "crawl", url, "--crawl-id", crawl_id,
+                           "--wait", "--timeout", "900"], env=env, cwd=REPO, capture_output=True, text=True,
+                          check=False)
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else done.stderr.strip()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pages", type=int, default=300, help="pages of the demo site (default 300)")
+    parser.add_argument("--idle-s", type=float, default=60.0, help="seconds to measure the idle platform")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="platform-cost-") as folder, postgres_database() as pg_url:
+        tmp = Path(folder)
+        with EmbeddedBroker(port=0, log_path=tmp / "tansu.log") as broker:
+            tag = uuid.uuid4().hex[:8]
+            settings = Settings(
+                kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+                seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
+                pages_topic=f"pages-{tag}", control_topic=f"control-{tag}", topic_partitions=4,
+                lake_path=tmp / "lake", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",
+                allowed_networks=["127.0.0.0/8"], host_delay_ms=0, batch_size=100)
+            write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=4, partitions=4)
+            env = {**os.environ, **settings.to_env()}
+            dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
+            dagster.start()
+            try:
+                sessions = {p.pid for p in dagster.processes.values()}
+                time.sleep(20)  # the daemon's first ticks
+                before = sessions_cpu_s(sessions)
+                time.sleep(args.idle_s)
+                idle = (sessions_cpu_s(sessions) - before) / args.idle_s
+                print(f"idle: {idle:.3f} cores (daemon and code server, {args.idle_s:.0f} s)", flush=True)
+                with DemoSite(n_pages=5, seed=3).serve() as warm:
+                    crawl(env, warm.base_url + "/", "warm-up")
+                time.sleep(5)
+                with DemoSite(n_pages=args.pages, seed=11).serve() as server:
+                    cpu, wall = machine_cpu_s(), time.monotonic()
+                    last = crawl(env, server.base_url + "/", "measured")
+                    wall, cpu = time.monotonic() - wall, machine_cpu_s() - cpu
+                print(last)
+                print(f"crawl of {args.pages} pages: {wall:.1f} s wall, {cpu:.1f} CPU s of the machine "
+                      f"({1000 * cpu / args.pages:.0f} ms a page), load {os.getloadavg()[0]:.2f}", flush=True)
+            finally:
+                dagster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
