@@ -24,7 +24,8 @@ run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 # 649 s for about 460 CPU s, on three workers 370-515 s (three fresh-clone CI runs), on four 622 s
 # with one timeout (the 2 cores saturate), 2026-12-01. Tests marked `timing` measure wall-clock
 # gaps with a few ms of slack: they run alone, last. The whole fresh-clone CI: 586, 758 and 623 s;
-# after issues 13 and 14 (session 7), 1,142 s, e2e 741 s of it (docs/benchmarks.md).
+# after issues 13 and 14 (session 7), 1,142 s, e2e 741 s of it; session 8 (a persistent code server,
+# pooled PostgreSQL connections, a warmer fork server), 977 s, e2e 475 s (docs/benchmarks.md).
 TEST_WORKERS ?= 2
 E2E_WORKERS ?= 3
 
