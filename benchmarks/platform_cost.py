@@ -25,7 +25,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,8 +35,8 @@ from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.config import Settings
 from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.stack import DagsterProcesses
+from tests.conftest import fresh_postgres_database
 
-POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -62,23 +61,6 @@ def sessions_cpu_s(sessions: set[int]) -> float:
     return total / TICK
 
 
-@contextlib.contextmanager
-def postgres_database() -> Iterator[str]:
-    import psycopg2  # noqa: PLC0415 - only this benchmark needs it
-
-    name = f"crawl_bench_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(POSTGRES_ADMIN_URL)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
 def crawl(env: dict[str, str], url: str, crawl_id: str) -> str:
     done = subprocess.run([sys.executable, "-m", "crawl_platform_dagster.cli", "crawl", url, "--crawl-id", crawl_id,
                            "--wait", "--timeout", "900"], env=env, cwd=REPO, capture_output=True, text=True,
@@ -92,7 +74,7 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=300, help="pages of the demo site (default 300)")
     parser.add_argument("--idle-s", type=float, default=60.0, help="seconds to measure the idle platform")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="platform-cost-") as folder, postgres_database() as pg_url:
+    with tempfile.TemporaryDirectory(prefix="platform-cost-") as folder, fresh_postgres_database() as pg_url:
         tmp = Path(folder)
         with EmbeddedBroker(port=0, log_path=tmp / "tansu.log") as broker:
             tag = uuid.uuid4().hex[:8]

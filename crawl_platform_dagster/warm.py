@@ -18,13 +18,13 @@ import gc
 import duckdb
 
 from crawl_platform.config import Settings
-from crawl_platform.store.database import LakeLocation
+from crawl_platform.store.database import LakeLocation, new_engine
 from crawl_platform.store.extensions import ExtensionError, load_extensions
 
 
 def _map_lake_extensions() -> None:
     kind = LakeLocation.from_settings(Settings()).kind
-    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    con = new_engine()
     try:
         load_extensions(con, kind)
     finally:

@@ -308,17 +308,21 @@ _ENGINE_LOCK = threading.Lock()
 _ALIASES = itertools.count(1)
 
 
+def new_engine() -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB as the store opens it: no extension is fetched or loaded behind our
+    back, and a table name never silently resolves to a Python variable of the caller (data is
+    handed over with register())."""
+    return duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+                                  "python_enable_replacements": False})
+
+
 def _engine(catalog_kind: str) -> duckdb.DuckDBPyConnection:
     """The process's one in-memory DuckDB, with DuckLake and the catalog drivers loaded once
     (loading them costs a few hundred milliseconds). Every lake is attached to it."""
     global _ENGINE  # noqa: PLW0603 - one DuckDB per process, created on first use
     with _ENGINE_LOCK:
         if _ENGINE is None:
-            # No extension is fetched or loaded behind our back, and a table name never silently
-            # resolves to a Python variable of the caller (data is handed over with register()).
-            _ENGINE = duckdb.connect(config={"autoinstall_known_extensions": False,
-                                             "autoload_known_extensions": False,
-                                             "python_enable_replacements": False})
+            _ENGINE = new_engine()
         if catalog_kind not in _ENGINE_KINDS:
             load_extensions(_ENGINE, catalog_kind)
             _ENGINE_KINDS.add(catalog_kind)
