@@ -34,12 +34,13 @@ class _Handler(SeenHandler):
 
     def answer(self, seen: Seen) -> None:
         status, content_type, body = self.site.reply(urlsplit(self.path).path)
+        # Recorded before the reply goes out: a client that has its response may look at once.
+        seen.status, seen.bytes_sent = status, len(body)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-        seen.status, seen.bytes_sent = status, len(body)
 
 
 class DocsSite(RecordingServer[Seen]):

@@ -59,11 +59,11 @@ class Exchange:
 
     def start(self, status: int, headers: dict[str, str]) -> None:
         """The status line and exactly ``headers``, for a route that then streams its body."""
+        self.seen.status = status  # before it goes out: a client that has its response may look at once
         self.handler.send_response(status)
         for name, value in headers.items():
             self.handler.send_header(name, value)
         self.handler.end_headers()
-        self.seen.status = status
 
     def write(self, data: bytes) -> None:
         self.handler.wfile.write(data)

@@ -48,13 +48,14 @@ class _Handler(SeenHandler):
             upstream.close()
 
     def _reply(self, seen: Seen, status: int, body: bytes, headers: dict[str, str]) -> None:
+        # Recorded before the reply goes out: a client that has its response may look at once.
+        seen.status, seen.bytes_sent = status, len(body)
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-        seen.status, seen.bytes_sent = status, len(body)
 
 
 class LoopbackProxy(RecordingServer[Seen]):
