@@ -11,6 +11,14 @@ reconnect, not an error), replaced after :data:`POOL_RECYCLE_S`, and never share
 child (the pool forgets its connections in the child). A process holds at most :data:`POOL_SIZE`
 connections while idle, however many instances it creates.
 
+It also remembers, per process, the parts of the schema it has found. Dagster asks PostgreSQL's
+catalog whether a table, column or index migration exists before most statements (the schedule
+storage before every sensor tick's reads and writes, each new instance three times as it starts),
+and a code server creates an instance per sensor evaluation: on an idle stack with a sensor pass a
+second, those catalog queries were over half of the daemon's and the code server's CPU
+(docs/benchmarks.md, session 9). Only what was found is remembered: a table or index a later
+migration adds is seen as soon as it exists.
+
 ``dagster.yaml`` selects it as custom storage (:func:`crawl_platform_dagster.instance.write_instance_yaml`):
 
     storage:
@@ -27,12 +35,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dagster._core.storage.config import pg_config
 from dagster._serdes import ConfigurableClassData
 from dagster_postgres import DagsterPostgresStorage
+from dagster_postgres.event_log import PostgresEventLogStorage
+from dagster_postgres.run_storage import PostgresRunStorage
+from dagster_postgres.schedule_storage import PostgresScheduleStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
 from sqlalchemy.engine import Engine
 
@@ -45,6 +56,20 @@ POOL_RECYCLE_S = 1800
 
 _ENGINES: dict[str, Engine] = {}
 _ENGINES_LOCK = threading.Lock()
+_PRESENT: set[tuple[str, str]] = set()
+"""(database URL, schema part) found in this process: "tables" once the storages' tables were
+checked, or a probe's name and argument."""
+
+
+def _present(postgres_url: str, part: str, probe: Callable[[], bool]) -> bool:
+    """``probe()``, asked until it is first true for ``part`` of the database at ``postgres_url``."""
+    key = (postgres_url, part)
+    if key in _PRESENT:
+        return True
+    found = bool(probe())
+    if found:
+        _PRESENT.add(key)
+    return found
 
 
 def _shared_engine(postgres_url: str, token_provider: Any) -> Engine:
@@ -69,12 +94,81 @@ def _forget_pooled_connections() -> None:
 os.register_at_fork(after_in_child=_forget_pooled_connections)
 
 
+class _RunStorage(PostgresRunStorage):
+    """Dagster's PostgreSQL run storage, remembering the columns, tables and indexes it found."""
+
+    def has_built_index(self, migration_name: str) -> bool:
+        return _present(self.postgres_url, f"index {migration_name}", lambda: super(_RunStorage, self)
+                        .has_built_index(migration_name))
+
+    def has_run_stats_index_cols(self) -> bool:
+        return _present(self.postgres_url, "runs stats columns", super().has_run_stats_index_cols)
+
+    def has_bulk_actions_selector_cols(self) -> bool:
+        return _present(self.postgres_url, "bulk_actions selector", super().has_bulk_actions_selector_cols)
+
+    def has_backfill_id_column(self) -> bool:
+        return _present(self.postgres_url, "runs backfill_id", super().has_backfill_id_column)
+
+    def has_bulk_action_job_name_column(self) -> bool:
+        return _present(self.postgres_url, "bulk_actions job_name", super().has_bulk_action_job_name_column)
+
+    def has_backfill_tags_table(self) -> bool:
+        return _present(self.postgres_url, "backfill_tags", super().has_backfill_tags_table)
+
+
+class _EventLogStorage(PostgresEventLogStorage):
+    """Dagster's PostgreSQL event log storage, remembering the columns and indexes it found."""
+
+    def has_secondary_index(self, name: str) -> bool:
+        return _present(self.postgres_url, f"event index {name}", lambda: super(_EventLogStorage, self)
+                        .has_secondary_index(name))
+
+    def _has_asset_key_col_on_connection(self, conn: Any, column_name: str) -> bool:
+        return _present(self.postgres_url, f"asset_keys {column_name}", lambda: super(_EventLogStorage, self)
+                        ._has_asset_key_col_on_connection(conn, column_name))
+
+
+class _ScheduleStorage(PostgresScheduleStorage):
+    """Dagster's PostgreSQL schedule storage, remembering the tables and indexes it found: it asks
+    before nearly every statement."""
+
+    def has_instigators_table(self) -> bool:
+        return _present(self.postgres_url, "instigators", super().has_instigators_table)
+
+    def _has_instigators_table(self, conn: Any) -> bool:
+        return _present(self.postgres_url, "instigators", lambda: super(_ScheduleStorage, self)
+                        ._has_instigators_table(conn))
+
+    def _has_asset_daemon_asset_evaluations_table(self, conn: Any) -> bool:
+        return _present(self.postgres_url, "asset_daemon_asset_evaluations", lambda: super(_ScheduleStorage, self)
+                        ._has_asset_daemon_asset_evaluations_table(conn))
+
+    def has_secondary_index_table(self) -> bool:
+        return _present(self.postgres_url, "secondary_indexes", super().has_secondary_index_table)
+
+    def has_built_index(self, migration_name: str) -> bool:
+        return _present(self.postgres_url, f"schedule index {migration_name}", lambda: super(_ScheduleStorage, self)
+                        .has_built_index(migration_name))
+
+
 class PooledPostgresStorage(DagsterPostgresStorage):
-    """:class:`dagster_postgres.DagsterPostgresStorage` with one connection pool per process."""
+    """:class:`dagster_postgres.DagsterPostgresStorage` with one connection pool per process, and
+    the schema it found remembered."""
 
     def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
                  inst_data: ConfigurableClassData | None = None, token_provider: Any = None) -> None:
-        super().__init__(postgres_url, should_autocreate_tables, inst_data, token_provider)
+        # DagsterPostgresStorage.__init__, with the storages above, and the check that creates missing
+        # tables (three catalog queries on new connections) made once per process.
+        self.postgres_url = postgres_url
+        self.should_autocreate_tables = should_autocreate_tables
+        self._inst_data = inst_data
+        autocreate = should_autocreate_tables and (postgres_url, "tables") not in _PRESENT
+        self._run_storage = _RunStorage(postgres_url, autocreate, token_provider=token_provider)
+        self._event_log_storage = _EventLogStorage(postgres_url, autocreate, token_provider=token_provider)
+        self._schedule_storage = _ScheduleStorage(postgres_url, autocreate, token_provider=token_provider)
+        super(DagsterPostgresStorage, self).__init__()  # type: ignore[no-untyped-call]  # as its __init__ ends
+        _PRESENT.add((postgres_url, "tables"))
         engine = _shared_engine(postgres_url, token_provider)
         for storage in (self._run_storage, self._event_log_storage, self._schedule_storage):
             storage._engine.dispose()  # the NullPool engine it made holds nothing open

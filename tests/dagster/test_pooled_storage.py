@@ -1,10 +1,13 @@
 """The instance storage on PostgreSQL keeps its connections open (crawl_platform_dagster/storage.py),
-on the machine's real server: statements reuse one server backend, and a forked child opens its own."""
+on the machine's real server: statements reuse one server backend, a forked child opens its own, and
+the schema found is not asked for again."""
 
 import os
 
 import psycopg2
 from dagster import DagsterInstance
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.storage import POOL_SIZE, PooledPostgresStorage
@@ -65,3 +68,50 @@ def test_a_forked_child_opens_connections_of_its_own_and_the_parent_keeps_workin
         assert os.WEXITSTATUS(status) == 0
         assert os.read(read, 16) == b"ok"
         assert instance.get_runs_count() == 0  # the parent's pooled connection still answers
+
+
+def _catalog_statements_while(action) -> list[str]:
+    """The statements every engine of this process sent to PostgreSQL's catalog during ``action()``."""
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args) -> None:
+        if "pg_catalog" in statement or "pg_class" in statement or "information_schema" in statement:
+            seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        action()
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+    return seen
+
+
+def test_new_instances_and_sensor_ticks_ask_the_catalog_nothing_once_the_schema_was_found(tmp_path, postgres_url):
+    """Dagster asks PostgreSQL's catalog for tables and indexes as each storage starts and before
+    most schedule-storage statements; a code server creates an instance per sensor evaluation."""
+    write_instance_yaml(tmp_path, postgres_url=postgres_url)
+
+    def a_sensor_evaluations_worth() -> None:
+        with DagsterInstance.from_config(str(tmp_path)) as instance:
+            instance.all_instigator_state()
+            instance.get_runs_count()
+            instance.get_ticks("origin", "selector")
+            instance.event_log_storage.has_secondary_index("asset_key_table")
+
+    first = _catalog_statements_while(a_sensor_evaluations_worth)
+    assert first  # the first time, the catalog is asked
+    later = _catalog_statements_while(lambda: [a_sensor_evaluations_worth() for _ in range(5)])
+    assert later == []
+
+
+def test_a_schema_part_not_found_is_asked_for_again(tmp_path, postgres_url):
+    """Only what was found is remembered: an index a later migration builds is seen once it is built."""
+    write_instance_yaml(tmp_path, postgres_url=postgres_url)
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert not instance.event_log_storage.has_secondary_index("crawl_test_index")
+        assert not instance.schedule_storage.has_built_index("crawl_test_index")
+        instance.event_log_storage.enable_secondary_index("crawl_test_index")
+        instance.schedule_storage.mark_index_built("crawl_test_index")
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.event_log_storage.has_secondary_index("crawl_test_index")
+        assert instance.schedule_storage.has_built_index("crawl_test_index")
