@@ -148,6 +148,11 @@ class Settings(BaseSettings):
         32, ge=1, validation_alias=AliasChoices("CRAWL_MAX_QUEUED_RUNS", "max_queued_runs"),
         description="The frontier sensor adds no batch runs while this many are waiting to start.",
     )
+    sensor_loop_s: float = Field(
+        1.0, ge=0.2, le=30, validation_alias=AliasChoices("CRAWL_SENSOR_LOOP_S", "sensor_loop_s"),
+        description="Seconds between the Dagster daemon's passes over the sensors (Dagster's own is 5 s); "
+        "each sensor still waits its minimum interval. Read by crawl_platform_dagster.daemon at start.",
+    )
 
     # --- Execution (scale-out profile) ---------------------------------------------------------
     executor: Literal["in_process", "celery"] = Field(

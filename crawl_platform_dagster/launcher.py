@@ -20,6 +20,7 @@ configure it through :func:`crawl_platform_dagster.instance.write_instance_yaml`
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
 import socket
@@ -111,6 +112,12 @@ class ForkRunLauncher(RunLauncher, ConfigurableClass):
             context.set_forkserver_preload(self._preload)
             self._context = context
         return self._context
+
+    def start_fork_server(self) -> None:
+        """Start the fork server now (it imports ``preload_modules`` in the background) rather than
+        at the first launch; :mod:`crawl_platform_dagster.daemon` calls this as the daemon starts."""
+        self._fork_context()
+        multiprocessing.forkserver.ensure_running()
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run

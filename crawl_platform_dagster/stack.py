@@ -98,7 +98,8 @@ class DagsterProcesses:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         bin_dir = Path(sys.executable).parent
         target = ["-w", str(self._start_code_server())]
-        self._spawn("daemon", [str(bin_dir / "dagster-daemon"), "run", *target])
+        # dagster-daemon, with the run launcher's fork server started first (crawl_platform_dagster/daemon.py)
+        self._spawn("daemon", [sys.executable, "-m", "crawl_platform_dagster.daemon", "run", *target])
         if self.webserver_port:
             self._spawn("webserver", [str(bin_dir / "dagster-webserver"), "-h", "127.0.0.1",
                                       "-p", str(self.webserver_port), *target])

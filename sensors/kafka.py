@@ -157,7 +157,7 @@ def _batch_requests(plan: FrontierPlan, settings: Settings) -> list[RunRequest]:
 
 @sensor(
     jobs=[crawl_batch_job, crawl_batch_celery_job, crawl_intake_job],
-    minimum_interval_seconds=2,
+    minimum_interval_seconds=1,
     default_status=DefaultSensorStatus.RUNNING,
     description="Cuts the frontier topic into batches of at most CRAWL_BATCH_SIZE URLs, one run each.",
 )
@@ -195,7 +195,7 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
 
 @sensor(
     job=crawl_intake_job,
-    minimum_interval_seconds=2,
+    minimum_interval_seconds=1,
     default_status=DefaultSensorStatus.RUNNING,
     description="Registers crawls submitted to the seeds topic.",
 )

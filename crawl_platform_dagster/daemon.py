@@ -1,0 +1,66 @@
+"""``dagster-daemon``, with a faster sensor loop and the run launcher's fork server started first.
+
+``python -m crawl_platform_dagster.daemon run …`` takes exactly ``dagster-daemon``'s arguments and
+hands over to it after two things that cut the time from a submitted seed to its first row:
+
+- **The fork server starts with the daemon.** :class:`~crawl_platform_dagster.launcher.ForkRunLauncher`
+  forks every run from a fork server that imports the definitions, Great Expectations and the
+  lake's DuckDB extensions once, about 10 s of imports. Dagster creates an instance's run launcher
+  only when the first run is launched, so the first run of a new stack waited for all of it (seed to
+  first row 14.6 s instead of 5.8 s, docs/benchmarks.md, session 8). Here the launcher is created
+  once before the daemon starts and, when it is a :class:`ForkRunLauncher`, its fork server is
+  started and imports while the daemon starts up. Python's ``multiprocessing`` keeps one fork server
+  per process, so the launcher the daemon creates later forks from the same one.
+- **The sensor loop is ``CRAWL_SENSOR_LOOP_S`` (1 s).** Dagster's sensor daemon passes over the
+  sensors every 5 s (``dagster._daemon.sensor.MIN_INTERVAL_LOOP_TIME``, a module constant with no
+  setting), whatever a sensor's ``minimum_interval_seconds``. A crawl waits for two sensors in
+  turn (seeds, then frontier) and each new link level for the frontier sensor again, so that loop
+  cost up to 5 s at each step. Each sensor still waits its own minimum interval.
+
+``crawl-platform up``, the tests and the benchmarks start the daemon this way; plain
+``dagster-daemon run`` still works, with Dagster's 5 s loop and a first run that waits for the
+imports.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def start_fork_server() -> bool:
+    """Start the fork server of the instance's run launcher, if it is a :class:`ForkRunLauncher`;
+    True when one was started."""
+    from dagster import DagsterInstance  # noqa: PLC0415 - only the daemon's process imports this module
+
+    from crawl_platform_dagster.launcher import ForkRunLauncher  # noqa: PLC0415
+
+    with DagsterInstance.get() as instance:
+        launcher = instance.run_launcher
+        if not isinstance(launcher, ForkRunLauncher):
+            return False
+        launcher.start_fork_server()
+        return True
+
+
+def set_sensor_loop(seconds: float) -> None:
+    """Make the sensor daemon pass over the sensors every ``seconds`` (Dagster's constant is 5)."""
+    import dagster._daemon.sensor as sensor_daemon  # noqa: PLC0415
+
+    if not hasattr(sensor_daemon, "MIN_INTERVAL_LOOP_TIME"):  # a Dagster without the constant: its own loop
+        return
+    sensor_daemon.MIN_INTERVAL_LOOP_TIME = seconds  # type: ignore[assignment]  # read on every pass
+
+
+def main() -> None:
+    from crawl_platform.config import Settings  # noqa: PLC0415
+
+    set_sensor_loop(Settings().sensor_loop_s)
+    start_fork_server()
+    from dagster._daemon.cli import main as daemon_main  # noqa: PLC0415
+
+    sys.argv[0] = "dagster-daemon"
+    daemon_main()
+
+
+if __name__ == "__main__":
+    main()
