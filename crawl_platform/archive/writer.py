@@ -2,7 +2,8 @@
 
 :class:`WarcFile` is what :class:`~crawl_platform.pipeline.batch.ShardFetcher` uses after a
 shard's fetch: a ``warcinfo`` record first, then per response a ``request`` and a ``response``
-record (WARC/1.1, each its own gzip member, written by fastwarc), and the
+record (WARC/1.1, each its own gzip member, written by fastwarc; a redirect chain's hops each get
+theirs, in order, before the final response's), and the
 :class:`RecordPointer` of each response record, which landing stores in ``pages.warc_*`` and
 :mod:`crawl_platform.archive.reader` reads back. The file is written under a temporary name and
 renamed into place only once it is complete and fsynced, and every file name is new (the
@@ -28,6 +29,7 @@ from fastwarc.stream_io import GzipWriter
 from fastwarc.warc import WarcRecord, WarcRecordType
 
 from crawl_platform.fetch.fetcher import FetchResult
+from crawl_platform.fetch.transport import Exchange
 
 # gzip level of every record. Measured on 30 KiB pages (benchmarks/archive_cost.py): level 3 costs
 # about 40 % of level 6's CPU for an archive 1 % larger; level 1 is faster still but 40 % larger.
@@ -70,21 +72,28 @@ class WarcFile:
                             "application/warc-fields", {"WARC-Filename": self.path.name}))
 
     def add(self, result: FetchResult) -> RecordPointer | None:
-        """Archive the result's request and response; None when there was no response to keep."""
-        exchange = result.exchange
-        if result.status is None or exchange is None:
+        """Archive the result's redirects, then its final request and response; the pointer of the
+        final response record, or None when there was no final response to keep."""
+        for hop in result.hops:
+            if hop.exchange is not None:
+                self._exchange(hop.url, hop.exchange, hop.body, hop.fetched_at)
+        if result.status is None or result.exchange is None:
             return None
-        when = result.fetched_at.replace(tzinfo=UTC)
-        target = {"WARC-Target-URI": result.final_url}
+        return self._exchange(result.final_url, result.exchange, result.body, result.fetched_at)
+
+    def _exchange(self, url: str, exchange: Exchange, body: bytes, fetched_at: datetime) -> RecordPointer:
+        """A request record and its response record; the response record's pointer."""
+        when = fetched_at.replace(tzinfo=UTC)
+        target = {"WARC-Target-URI": url}
         response_id = _uuid()
         request = "".join(f"{k}: {v}\r\n" for k, v in exchange.request_headers)
         self._write(_record(WarcRecordType.request, _uuid(), when,
                             f"{exchange.request_line}\r\n{request}\r\n".encode("latin-1", "replace"),
                             "application/http; msgtype=request",
                             {**target, "WARC-Concurrent-To": f"<urn:{response_id.decode()}>"}))
-        head = _response_head(exchange.status_line, exchange.response_headers, len(result.body))
+        head = _response_head(exchange.status_line, exchange.response_headers, len(body))
         offset = self._file.tell()
-        self._write(_record(WarcRecordType.response, response_id, when, head + result.body,
+        self._write(_record(WarcRecordType.response, response_id, when, head + body,
                             "application/http; msgtype=response", target))
         return RecordPointer(self.name, offset, self._file.tell() - offset)
 
@@ -124,9 +133,10 @@ class WarcFile:
 
 def archive_results(root: Path, name: str, results: Iterable[FetchResult],
                     info: dict[str, str] | None = None) -> dict[str, RecordPointer]:
-    """Write every response among ``results`` into the new file ``root/name``; the pointer of
-    each archived result by its URL. Writes no file when none had a response."""
-    with_response = [r for r in results if r.status is not None and r.exchange is not None]
+    """Write every response among ``results``, redirects included, into the new file
+    ``root/name``; the pointer of each archived final response by its URL. Writes no file when
+    none had a response."""
+    with_response = [r for r in results if (r.status is not None and r.exchange is not None) or r.hops]
     if not with_response:
         return {}
     warc = WarcFile(root, name, info)

@@ -61,6 +61,17 @@ class FetchRequest:
 
 
 @dataclass(frozen=True)
+class RedirectHop:
+    """A redirect answered on the way to the final response: kept for the raw archive."""
+
+    url: str
+    status: int
+    body: bytes  # what the redirect said (at most REDIRECT_BODY_BYTES of it)
+    exchange: Exchange | None
+    fetched_at: datetime
+
+
+@dataclass(frozen=True)
 class FetchResult:
     """Outcome of fetching one URL (after redirects).
 
@@ -83,6 +94,7 @@ class FetchResult:
     last_modified: str | None = None
     attempts: int = 0  # requests sent for the final hop
     exchange: Exchange | None = None  # the final hop's request and response headers (the raw archive)
+    hops: tuple[RedirectHop, ...] = ()  # the redirects answered before it, in order (the raw archive)
 
     @property
     def not_modified(self) -> bool:
@@ -105,6 +117,7 @@ class _Trail:
 
     current: str
     chain: list[str] = field(default_factory=list)
+    hops: list[RedirectHop] = field(default_factory=list)
 
 
 class _NoResponseError(Exception):
@@ -261,7 +274,7 @@ class Fetcher:
             outcome = {"error": str(err)}
         return FetchResult(
             url=req.url, final_url=trail.current, fetched_at=datetime.now(UTC).replace(tzinfo=None),
-            elapsed_ms=(time.monotonic() - started) * 1000.0, redirect_chain=tuple(trail.chain),
+            elapsed_ms=(time.monotonic() - started) * 1000.0, redirect_chain=tuple(trail.chain), hops=tuple(trail.hops),
             **{"status": None, "content_type": None, "body": b"", "error": None} | outcome,
         )
 
@@ -285,6 +298,8 @@ class Fetcher:
             resp, attempts, gave_up = self._exchange(trail.current, headers, req.accept_any, agent)
             location = resp.headers.get("Location")
             if resp.status in REDIRECT_STATUSES and location and gave_up is None:
+                trail.hops.append(RedirectHop(trail.current, resp.status, resp.body, resp.exchange,
+                                              datetime.now(UTC).replace(tzinfo=None)))
                 trail.chain.append(trail.current)
                 trail.current = canonicalize(urljoin(trail.current, location))
                 if trail.current in trail.chain:

@@ -99,6 +99,29 @@ def test_archived_responses_read_the_archive_latest_version_or_all(hostile, stor
     assert list(archived_responses(store, "other-crawl")) == []
 
 
+def test_every_hop_of_a_redirect_chain_is_archived_and_the_page_points_at_the_final_response(hostile, store):
+    chain, loop = hostile.url("/chain/2"), hostile.url("/loop/a")
+    register(store, "c1", chain, loop)
+    fetch_and_land(store, "c1", "b1", [chain, loop])
+    ((_name, records),) = _warc_records(store.archive_root).items()
+    responses = [(uri, http.statusline, body) for kind, uri, http, body in records if kind == "response"]
+    requests = [uri for kind, uri, _http, _body in records if kind == "request"]
+    final = html_page("End of the chain")
+    # In the order they were answered: the two 301s, then the page; then the loop's two 302s, which
+    # were fetched although the loop itself failed.
+    assert responses == [(chain, "301 Moved Permanently", b"moved"),
+                         (hostile.url("/chain/1"), "301 Moved Permanently", b"moved"),
+                         (hostile.url("/chain/0"), "200 OK", final),
+                         (loop, "302 Found", b""), (hostile.url("/loop/b"), "302 Found", b"")]
+    assert requests == [uri for uri, _status, _body in responses]
+    rows = {url: (status, file, offset, length, redirects) for url, status, file, offset, length, redirects
+            in store.query("SELECT url, status, warc_file, warc_offset, warc_length, redirect_chain FROM pages")}
+    status, warc_file, offset, length, redirects = rows[chain]
+    assert (status, list(redirects)) == (200, [chain, hostile.url("/chain/1")])
+    assert read_response(store.archive_root, warc_file, offset, length)[1] == final
+    assert rows[loop][:4] == (None, None, None, None)  # no final response: no pointer, as before
+
+
 def test_a_refetched_shard_writes_a_new_file_and_old_pointers_stay_valid(hostile, store, landed):
     """A retried or re-materialised fetch step never overwrites a file that landed rows point into."""
     fetch_and_land(store, "c1", "b1", list(landed))  # the same batch and shard again
