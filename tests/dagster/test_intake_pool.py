@@ -14,6 +14,14 @@ from tests.dagster.conftest import RESOURCES
 from tests.sites.sitemap_site import SitemapSite
 
 
+LANDED = threading.Event()
+"""Set by ``another_runs_landing`` once its transaction committed."""
+NO_COMPUTE_LOGS = """compute_logs:
+  module: dagster._core.storage.noop_compute_log_manager
+  class: NoOpComputeLogManager
+"""
+
+
 @asset(pool=DUCKDB_WRITER_POOL)
 def another_runs_landing(context: AssetExecutionContext) -> None:
     """A writer step of another run: takes the writer pool, then commits a lake transaction."""
@@ -21,11 +29,16 @@ def another_runs_landing(context: AssetExecutionContext) -> None:
     with store.write() as con:
         con.execute("SELECT count(*) FROM crawls").fetchall()
     context.log.info(f"committed snapshot {store.last_snapshot_id}")
+    LANDED.set()
 
 
 def test_a_landing_commits_while_seed_intake_fetches_sitemaps(crawl_env, bus, store, tmp_path, monkeypatch):
     monkeypatch.setenv("CRAWL_READ_TIMEOUT", "120")  # intake waits for the held sitemap, never gives up on it
-    write_instance_yaml(tmp_path / "home", writer_pool_limit=1)  # the strictest writer pool: one slot
+    yaml = write_instance_yaml(tmp_path / "home", writer_pool_limit=1)  # the strictest writer pool: one slot
+    # No compute-log capture: its `tail -F` helpers took 30 s each to stop on a loaded machine, which
+    # held a finished run's materialize() past the test's wait although its step had long committed.
+    yaml.write_text(yaml.read_text() + NO_COMPUTE_LOGS)
+    LANDED.clear()
     with SitemapSite(pages=3, hold_sitemaps=True) as site, \
             DagsterInstance.from_config(str(tmp_path / "home")) as instance:
         submit_crawl(bus, build_crawl_request([site.base_url + "/"], crawl_id="maps", use_sitemaps=True))
@@ -42,8 +55,9 @@ def test_a_landing_commits_while_seed_intake_fetches_sitemaps(crawl_env, bus, st
         assert site.sitemap_asked.wait(60)  # intake is now waiting for the sitemap's answer
         landing = threading.Thread(target=run, args=("landing", [another_runs_landing], {}))
         landing.start()
-        landing.join(60)
-        landed_during_fetch = not landing.is_alive() and intake.is_alive()
+        # The landing's step commits while intake still waits for the sitemap (which it holds no
+        # writer slot for).
+        landed_during_fetch = LANDED.wait(60) and intake.is_alive()
         site.release()
         intake.join(120)
         landing.join(120)
