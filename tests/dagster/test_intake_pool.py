@@ -13,7 +13,6 @@ from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL, write_instance_y
 from tests.dagster.conftest import RESOURCES
 from tests.sites.sitemap_site import SitemapSite
 
-
 LANDED = threading.Event()
 """Set by ``another_runs_landing`` once its transaction committed."""
 NO_COMPUTE_LOGS = """compute_logs:
