@@ -85,6 +85,14 @@ def test_invalid_url_error_names_the_url_and_the_reason(url, reason):
     assert "\n" not in message
 
 
+def test_a_remembered_url_gives_the_same_answer_and_a_bad_one_fails_every_time():
+    """canonicalize remembers what it computed (CANONICAL_CACHE_SIZE); errors are not remembered."""
+    assert canonicalize(" HTTP://Example.COM:80/a?b=2&a=1#x ") == canonicalize("http://example.com/a?a=1&b=2")
+    for _ in range(2):
+        with pytest.raises(InvalidURLError, match="only http and https"):
+            canonicalize("ftp://example.com/file")
+
+
 def test_too_long_url_is_refused_with_a_short_message():
     prefix = "http://example.com/"
     assert canonicalize(prefix + "a" * (MAX_URL_LENGTH - len(prefix)))  # exactly at the limit is fine
