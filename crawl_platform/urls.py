@@ -96,9 +96,20 @@ def resolve_link(base_url: str, href: str) -> str | None:
     if not href or href.startswith(("#", "mailto:", "javascript:", "tel:", "data:")):
         return None
     try:
+        if href[0] == "/" and href[1:2] != "/" and "/." not in href:
+            # An absolute path with no dot segments, most links of most sites: what urljoin would
+            # give, without its two parses of the page's URL per link (a third of the parse step).
+            return canonicalize(_origin(base_url) + href)
         return canonicalize(urljoin(base_url, href))
     except (InvalidURLError, ValueError):
         return None
+
+
+@lru_cache(maxsize=1024)
+def _origin(url: str) -> str:
+    """``scheme://netloc`` of ``url`` (the same page's links ask again and again)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def host_of(url: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urljoin
+
 import pytest
 
 from crawl_platform.urls import MAX_URL_LENGTH, CrawlScope, InvalidURLError, canonicalize, resolve_link
@@ -91,6 +93,20 @@ def test_a_remembered_url_gives_the_same_answer_and_a_bad_one_fails_every_time()
     for _ in range(2):
         with pytest.raises(InvalidURLError, match="only http and https"):
             canonicalize("ftp://example.com/file")
+
+
+@pytest.mark.parametrize("base", ["http://Example.com:8080/dir/page.html?x=1", "https://user@example.com/",
+                                  "http://example.com"])
+@pytest.mark.parametrize("href", ["/a/b.html", "/a/b?z=1&a=2#frag", "/", "/a/../b", "/./c", "/a/.hidden",
+                                  "/tab\there", " /spaced ", "/%7Euser/", "//other.org/x", "/a//b",
+                                  "/q?next=/x/./y", "relative.html", "../up.html", "http://Other.ORG/x"])
+def test_resolve_link_agrees_with_urljoin(base, href):
+    """resolve_link skips urljoin for absolute paths without dot segments: the same URL either way."""
+    try:
+        expected = canonicalize(urljoin(base, href.strip()))
+    except InvalidURLError:
+        expected = None
+    assert resolve_link(base, href) == expected
 
 
 def test_too_long_url_is_refused_with_a_short_message():
