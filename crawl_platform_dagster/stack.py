@@ -278,7 +278,11 @@ def _supervise(dagster: DagsterProcesses, logs: Path) -> int:
         nonlocal stopping
         stopping = True
 
+    # Both set explicitly: a process started in the background by a shell without job control
+    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt (seen in a CI run
+    # started with `&`, whose `up` went on after its Ctrl-C).
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         while not stopping:
             dead = dagster.dead()

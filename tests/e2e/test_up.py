@@ -31,9 +31,12 @@ def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
     # Every path in the test's own folder: the default data/ is the checkout's, shared by every run.
     env |= {"DAGSTER_HOME": str(tmp_path / "home"), "CRAWL_LAKE_PATH": str(tmp_path / "lake"),
             "CRAWL_HANDOFF_DIR": str(tmp_path / "handoff"), "CRAWL_HOST_DELAY_MS": "0"}
+    # Started as a shell without job control starts `cmd &`: with SIGINT ignored, which Python
+    # then never turns into KeyboardInterrupt. Ctrl-C (SIGINT) must stop it all the same.
     up = subprocess.Popen([*CRAWL_PLATFORM, "up", "--port", str(ui_port),
                            "--broker-port", str(broker_port), "--demo-pages", "40"],
-                          env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # noqa: PLW1509
     lines = []
     try:
         deadline = time.monotonic() + 240
