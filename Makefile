@@ -28,7 +28,7 @@ run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 # pooled PostgreSQL connections, a warmer fork server), 977 s, e2e 475 s (docs/benchmarks.md).
 # Session 9 (the schema remembered, a one-second sensor loop), locally: unit 253 s, e2e 355 s, timing
 # 73 s. Tried and dropped: the unit pass niced beside the e2e pass (unit 698 s, e2e 439 s: the cores
-# are busy, not waiting) and four e2e workers (415 s against 355 s on three).
+# are busy, not waiting) and four e2e workers (415 s against 355 s on three). Fresh-clone CI: 720 s.
 TEST_WORKERS ?= 2
 E2E_WORKERS ?= 3
 
