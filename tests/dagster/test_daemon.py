@@ -15,6 +15,7 @@ from pathlib import Path
 from dagster import DagsterInstance
 
 from crawl_platform_dagster.instance import write_instance_yaml
+from crawl_platform_dagster.stack import instance_processes
 
 SENSOR_FILE = '''
 from dagster import Definitions, DefaultSensorStatus, SkipReason, job, op, sensor
@@ -34,21 +35,6 @@ def every_second(context):
 defs = Definitions(jobs=[nothing_job], sensors=[every_second])
 '''
 CHECK_LINE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \+0000.*Checking for new runs for sensor: every_second")
-
-
-def _fork_servers_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if f"\nPPid:\t{pid}\n" in status and b"multiprocessing.forkserver" in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 def _sensor_checks(log: Path) -> list[datetime]:
@@ -75,13 +61,13 @@ def test_the_fork_server_runs_before_any_run_and_a_one_second_sensor_is_evaluate
         deadline = time.monotonic() + 90
         fork_servers: list[int] = []
         while time.monotonic() < deadline and daemon.poll() is None:
-            fork_servers = fork_servers or _fork_servers_of(daemon.pid)
+            fork_servers = fork_servers or instance_processes(str(home), (b"multiprocessing.forkserver",))
             checks = _sensor_checks(log)
             if fork_servers and len(checks) >= 6:
                 break
             time.sleep(0.5)
         assert daemon.poll() is None, log.read_text(errors="replace")
-        assert fork_servers, "no fork server under the daemon"
+        assert fork_servers, "no fork server of the daemon's instance"
         with DagsterInstance.from_config(str(home)) as instance:
             assert instance.get_runs_count() == 0  # started before any run asked for it
         gaps = sorted((b - a).total_seconds() for a, b in itertools.pairwise(checks))
