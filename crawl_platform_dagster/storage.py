@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from dagster._core.storage.config import pg_config
@@ -98,8 +99,7 @@ class _RunStorage(PostgresRunStorage):
     """Dagster's PostgreSQL run storage, remembering the columns, tables and indexes it found."""
 
     def has_built_index(self, migration_name: str) -> bool:
-        return _present(self.postgres_url, f"index {migration_name}", lambda: super(_RunStorage, self)
-                        .has_built_index(migration_name))
+        return _present(self.postgres_url, f"index {migration_name}", partial(super().has_built_index, migration_name))
 
     def has_run_stats_index_cols(self) -> bool:
         return _present(self.postgres_url, "runs stats columns", super().has_run_stats_index_cols)
@@ -121,12 +121,11 @@ class _EventLogStorage(PostgresEventLogStorage):
     """Dagster's PostgreSQL event log storage, remembering the columns and indexes it found."""
 
     def has_secondary_index(self, name: str) -> bool:
-        return _present(self.postgres_url, f"event index {name}", lambda: super(_EventLogStorage, self)
-                        .has_secondary_index(name))
+        return _present(self.postgres_url, f"event index {name}", partial(super().has_secondary_index, name))
 
     def _has_asset_key_col_on_connection(self, conn: Any, column_name: str) -> bool:
-        return _present(self.postgres_url, f"asset_keys {column_name}", lambda: super(_EventLogStorage, self)
-                        ._has_asset_key_col_on_connection(conn, column_name))
+        return _present(self.postgres_url, f"asset_keys {column_name}",
+                        partial(super()._has_asset_key_col_on_connection, conn, column_name))
 
 
 class _ScheduleStorage(PostgresScheduleStorage):
@@ -137,19 +136,18 @@ class _ScheduleStorage(PostgresScheduleStorage):
         return _present(self.postgres_url, "instigators", super().has_instigators_table)
 
     def _has_instigators_table(self, conn: Any) -> bool:
-        return _present(self.postgres_url, "instigators", lambda: super(_ScheduleStorage, self)
-                        ._has_instigators_table(conn))
+        return _present(self.postgres_url, "instigators", partial(super()._has_instigators_table, conn))
 
     def _has_asset_daemon_asset_evaluations_table(self, conn: Any) -> bool:
-        return _present(self.postgres_url, "asset_daemon_asset_evaluations", lambda: super(_ScheduleStorage, self)
-                        ._has_asset_daemon_asset_evaluations_table(conn))
+        return _present(self.postgres_url, "asset_daemon_asset_evaluations",
+                        partial(super()._has_asset_daemon_asset_evaluations_table, conn))
 
     def has_secondary_index_table(self) -> bool:
         return _present(self.postgres_url, "secondary_indexes", super().has_secondary_index_table)
 
     def has_built_index(self, migration_name: str) -> bool:
-        return _present(self.postgres_url, f"schedule index {migration_name}", lambda: super(_ScheduleStorage, self)
-                        .has_built_index(migration_name))
+        return _present(self.postgres_url, f"schedule index {migration_name}",
+                        partial(super().has_built_index, migration_name))
 
 
 class PooledPostgresStorage(DagsterPostgresStorage):
