@@ -100,8 +100,10 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
         result = fetcher.fetch(requests, hosts, context.partition_key, context.get_mapping_key() or "s0")
     finally:
         fetcher.close()
+    if fetcher.fallback:
+        context.log.warning(fetcher.fallback)
     context.log.info(f"shard of {len(requests)} URLs: fetch {result.seconds['fetch']:.2f} s, "
-                     f"parse {result.seconds['parse']:.2f} s")
+                     f"parse {result.seconds['parse']:.2f} s (the wait for the parse workers, if any)")
     return result
 
 

@@ -275,6 +275,11 @@ class Settings(BaseSettings):
         description="Extract each page's main text, language and SimHash in the parse step (Resiliparse; "
         "false: documents.main_text and simhash stay NULL, and near_duplicates finds exact copies only).",
     )
+    parse_workers: int = Field(
+        1, ge=0, le=16, validation_alias=AliasChoices("CRAWL_PARSE_WORKERS", "parse_workers"),
+        description="Processes a fetch step forks to parse its pages while its threads go on fetching "
+        "(fetching and parsing then use two cores). 0: parse in the step's own process after the fetch.",
+    )
 
     # --- Crawl defaults (a crawl request may override) -------------------------------------------
     default_max_pages: int = Field(

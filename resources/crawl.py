@@ -59,7 +59,7 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
         settings = self.settings()
         archive = CrawlStore.from_settings(settings).archive_root if settings.archive_responses else None
         return ShardFetcher(Fetcher.from_settings(settings), settings.parser, archive,
-                            main_content=settings.main_content)
+                            main_content=settings.main_content, parse_workers=settings.parse_workers)
 
     def batch_lander(self) -> BatchLander:
         store = self.store()

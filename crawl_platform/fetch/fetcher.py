@@ -228,8 +228,11 @@ class Fetcher:
         ]
 
     # --- fetching -------------------------------------------------------------------------------
-    def fetch_all(self, requests: Iterable[str | FetchRequest]) -> dict[str, FetchResult]:
-        """Fetch every URL once (the first request for a URL wins); returns results keyed by URL."""
+    def fetch_all(self, requests: Iterable[str | FetchRequest],
+                  on_result: Callable[[FetchResult], None] | None = None) -> dict[str, FetchResult]:
+        """Fetch every URL once (the first request for a URL wins); returns results keyed by URL.
+        ``on_result`` is called with each result as it completes, from the worker thread that
+        fetched it (the fetch step hands pages to its parse workers this way)."""
         unique: dict[str, FetchRequest] = {}
         for req in requests:
             request = FetchRequest(req) if isinstance(req, str) else req
@@ -246,7 +249,7 @@ class Fetcher:
             queues += [(origin, host_requests[i::concurrency]) for i in range(min(concurrency, len(host_requests)))]
         turns = HostTurns(self.pacer, queues)
         pool = self._workers()
-        workers = [pool.submit(self._serve_turns, turns) for _ in range(min(self.concurrency, len(unique)))]
+        workers = [pool.submit(self._serve_turns, turns, on_result) for _ in range(min(self.concurrency, len(unique)))]
         return {result.url: result for worker in workers for result in worker.result()}
 
     def close(self) -> None:
@@ -333,11 +336,15 @@ class Fetcher:
                 self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="fetch")
             return self._pool
 
-    def _serve_turns(self, turns: HostTurns[FetchRequest]) -> list[FetchResult]:
+    def _serve_turns(self, turns: HostTurns[FetchRequest],
+                     on_result: Callable[[FetchResult], None] | None = None) -> list[FetchResult]:
         results, previous = [], None
         while (turn := turns.take(previous)) is not None:
             previous, request = turn
-            results.append(self.fetch(request))
+            result = self.fetch(request)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
         return results
 
     def _accepts(self, accept_any: bool) -> Callable[[str | None], bool]:

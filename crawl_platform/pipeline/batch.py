@@ -31,7 +31,8 @@ from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.frontier.states import CrawlState
-from crawl_platform.parse.html import ParsedPage, ParserEngine, parse_html
+from crawl_platform.parse.html import ParsedPage, ParserEngine
+from crawl_platform.parse.pool import ParsePool
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
@@ -231,11 +232,13 @@ class ShardFetcher:
     disk before this returns, so before any row points into it)."""
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None, *,
-                 main_content: bool = True) -> None:
+                 main_content: bool = True, parse_workers: int = 0) -> None:
         self.fetcher = fetcher
         self.parser = parser
         self.archive = archive
         self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
+        self.parse_workers = parse_workers  # CRAWL_PARSE_WORKERS: processes parsing while the fetch goes on
+        self.fallback = ""  # why the last shard was parsed in this process although workers were asked for
 
     def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "",
               shard: str = "s0") -> ShardResult:
@@ -243,17 +246,23 @@ class ShardFetcher:
         starting from what earlier runs learned about its hosts; ``batch_id`` and ``shard`` name
         its WARC file."""
         self.fetcher.prime(hosts)
-        clock = time.perf_counter()
-        results = self.fetcher.fetch_all(requests)
-        fetch_s = time.perf_counter() - clock
-        # Parsed after the fetch, not page by page inside it: on one host without a delay,
-        # interleaving the two cost a third more CPU (measured with benchmarks/fetch_hosts.py).
-        clock = time.perf_counter()
-        parsed: dict[str, ParsedPage] = {
-            url: parse_html(r.body, r.final_url, r.content_type, self.parser, main_content=self.main_content)
-            for url, r in results.items() if r.is_html
-        }
-        parse_s = time.perf_counter() - clock
+        # With parse workers, pages are parsed in other processes as they arrive, so "parse" is
+        # only the wait for the last chunks. Without, they are parsed here after the fetch, not page
+        # by page inside it: on one host without a delay, interleaving the two in one process cost
+        # a third more CPU (measured with benchmarks/fetch_hosts.py).
+        with ParsePool(self.parse_workers if requests else 0, self.parser,
+                       main_content=self.main_content) as pool:
+            self.fallback = pool.fallback
+            clock = time.perf_counter()
+            results = self.fetcher.fetch_all(requests, pool.add if pool.workers else None)
+            fetch_s = time.perf_counter() - clock
+            clock = time.perf_counter()
+            if not pool.workers:
+                for result in results.values():
+                    pool.add(result)
+            by_url = pool.parsed()
+            parse_s = time.perf_counter() - clock
+        parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
         seconds = {"fetch": fetch_s, "parse": parse_s}
         archived: dict[str, RecordPointer] = {}
         if self.archive is not None:
@@ -340,7 +349,8 @@ class BatchCrawler:
 
     def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
                  page_events: bool = True, archive: bool = True,
-                 revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True) -> None:
+                 revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True,
+                 parse_workers: int = 0) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -349,7 +359,7 @@ class BatchCrawler:
         read_model = FrontierReadModel(store)
         self.reader = BatchReader(bus, store, read_model)
         self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None,
-                                          main_content=main_content)
+                                          main_content=main_content, parse_workers=parse_workers)
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
 
     @classmethod
@@ -357,7 +367,7 @@ class BatchCrawler:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
                    Fetcher.from_settings(settings), settings.parser, settings.page_events,
                    settings.archive_responses, RevisitPolicy.from_settings(settings),
-                   main_content=settings.main_content)
+                   main_content=settings.main_content, parse_workers=settings.parse_workers)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

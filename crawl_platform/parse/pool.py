@@ -1,0 +1,152 @@
+"""Parsing beside the fetch: a fetch step's HTML pages are parsed in worker processes while its
+fetch threads go on.
+
+A fetch step's process spends about as much CPU fetching (the HTTP client is Python) as parsing,
+and both need the GIL: parsed after the fetch, a one-host batch kept one core busy and left the
+other idle. :class:`ParsePool` hands the pages to ``workers`` forked processes in chunks as they
+arrive (:meth:`ParsePool.add`, called from the fetch threads), so fetching and parsing overlap on
+separate cores; :meth:`ParsePool.parsed` waits for the rest. With 0 workers
+(``CRAWL_PARSE_WORKERS=0``), or where a process cannot fork children, the pages are parsed in the
+step's own process after the fetch, as before. A chunk whose worker died or failed is parsed again
+in the step's process, so nothing is lost and a page's parse error is the one it always had.
+
+The workers are forked when the pool is made, before the step's fetch threads start, and die with
+the step's process (``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import multiprocessing
+import os
+import signal
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING
+
+from crawl_platform.parse.html import ParsedPage, ParserEngine, parse_html
+
+if TYPE_CHECKING:
+    from crawl_platform.fetch.fetcher import FetchResult
+
+Page = tuple[str, bytes, str, str | None]  # URL, body, final URL (the base of its links), content type
+
+CHUNK_PAGES = 16  # pages per hand-over: one round trip to a worker costs about what a small page's parse does
+CHUNK_BYTES = 512 * 1024  # a chunk of huge pages (index pages of a docs site) goes sooner
+_PR_SET_PDEATHSIG = 1
+
+
+def parse_pages(pages: list[Page], engine: ParserEngine, main_content: bool) -> list[tuple[str, ParsedPage]]:
+    """Parse a chunk of pages (what a worker runs; also the step's own fallback)."""
+    return [(url, parse_html(body, base, content_type, engine, main_content=main_content))
+            for url, body, base, content_type in pages]
+
+
+def _worker_init(parent: int) -> None:
+    """Make the worker exit with the step's process, even when that is killed (no atexit runs
+    then), and leave Ctrl-C to the parent."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown still ends the workers
+        pass
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The garbage collector would walk every object inherited from the step's process, writing
+    # to (so copying) all their pages: the worker only collects what it allocates itself.
+    gc.freeze()
+
+
+class ParsePool:
+    """Parse HTML fetch results in ``workers`` processes as they arrive (0: in this process, at
+    the end). Thread-safe :meth:`add`; call :meth:`parsed` once, then :meth:`close`."""
+
+    def __init__(self, workers: int, engine: ParserEngine = "lxml", *, main_content: bool = True,
+                 chunk_pages: int = CHUNK_PAGES, chunk_bytes: int = CHUNK_BYTES) -> None:
+        self.engine = engine
+        self.main_content = main_content
+        self.chunk_pages = max(1, chunk_pages)
+        self.chunk_bytes = chunk_bytes
+        self._lock = threading.Lock()
+        self._pending: list[Page] = []
+        self._pending_bytes = 0
+        self._submitted: list[tuple[list[Page], Future[list[tuple[str, ParsedPage]]] | None]] = []
+        self._pool: ProcessPoolExecutor | None = None
+        self.fallback = ""  # why the pages were parsed in this process although workers were asked for
+        self._workers = workers
+        if workers > 0:
+            self._pool = self._start(workers)
+
+    def _start(self, workers: int) -> ProcessPoolExecutor | None:
+        try:
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                       initializer=_worker_init, initargs=(os.getpid(),))
+            pool.submit(int).result()  # forks every worker now, before the fetch threads run
+            return pool
+        except (OSError, AssertionError, BrokenProcessPool) as err:  # e.g. a daemonic process may not fork children
+            self.fallback = f"parse workers unavailable ({type(err).__name__}: {err}); parsing in the step's process"
+            return None
+
+    @property
+    def workers(self) -> int:
+        return self._workers if self._pool is not None else 0
+
+    def add(self, result: FetchResult) -> None:
+        """Queue one fetch result for parsing (non-HTML results are ignored); never raises."""
+        if not result.is_html:
+            return
+        with self._lock:
+            self._pending.append((result.url, result.body, result.final_url, result.content_type))
+            self._pending_bytes += len(result.body)
+            if self._pool is None or (len(self._pending) < self.chunk_pages and self._pending_bytes < self.chunk_bytes):
+                return
+            chunk = self._take()
+        self._submit(chunk)
+
+    def _take(self) -> list[Page]:
+        chunk, self._pending, self._pending_bytes = self._pending, [], 0
+        return chunk
+
+    def _submit(self, chunk: list[Page]) -> None:
+        future = None
+        if self._pool is not None:
+            try:
+                future = self._pool.submit(parse_pages, chunk, self.engine, self.main_content)
+            except (BrokenProcessPool, RuntimeError):  # a worker died: this chunk is parsed here
+                future = None
+        with self._lock:
+            self._submitted.append((chunk, future))
+
+    def parsed(self) -> dict[str, ParsedPage]:
+        """Every added page's parse, keyed by URL: waits for the workers, and parses here what
+        they could not."""
+        with self._lock:
+            rest = self._take()
+        if rest:
+            self._submit(rest)
+        with self._lock:
+            submitted, self._submitted = self._submitted, []
+        out: dict[str, ParsedPage] = {}
+        for chunk, future in submitted:
+            pages = None
+            if future is not None:
+                try:
+                    pages = future.result()
+                except Exception:  # a dead worker or a parse error: redone here, where an error surfaces
+                    pages = None
+            out.update(pages if pages is not None else parse_pages(chunk, self.engine, self.main_content))
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> ParsePool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

@@ -1,0 +1,137 @@
+"""Parsing beside the fetch (crawl_platform.parse.pool): a fetch step's pages parsed in forked
+workers while it fetches give exactly what parsing in the step gives, on a served site with broken
+and non-HTML pages; a dead worker's pages are parsed in the step, nothing lost; the workers die
+with the step's process, even when it is killed; and a process that cannot fork parses inline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.config import Settings
+from crawl_platform.fetch.fetcher import FetchRequest, FetchResult
+from crawl_platform.parse.html import parse_html
+from crawl_platform.parse.pool import ParsePool
+from crawl_platform.pipeline.batch import ShardFetcher
+from tests.sites.hostile import Reply
+from tests.unit.conftest import loopback_fetcher
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _result(url: str, body: bytes, content_type: str = "text/html") -> FetchResult:
+    return FetchResult(url=url, final_url=url, status=200, content_type=content_type, body=body,
+                       error=None, fetched_at=datetime(2026, 12, 2), elapsed_ms=1.0)
+
+
+def test_the_default_is_one_parse_worker_and_zero_turns_it_off(monkeypatch):
+    assert Settings().parse_workers == 1
+    monkeypatch.setenv("CRAWL_PARSE_WORKERS", "0")
+    assert Settings().parse_workers == 0
+
+
+def test_a_shard_parsed_by_workers_equals_the_shard_parsed_in_the_step(hostile):
+    with DemoSite(n_pages=150, seed=3).serve() as server:
+        urls = sorted(DemoSite(n_pages=150, seed=3).expected_urls(server.base_url))
+        hostile.static["/broken"] = Reply(200, b"<html><body><p>Unclosed <a href='/x'>x<div><table><tr><td>",
+                                          {"Content-Type": "text/html"})
+        hostile.static["/data.json"] = Reply(200, b'{"not": "html"}', {"Content-Type": "application/json"})
+        odd = [hostile.url("/broken"), hostile.url("/data.json")]
+        requests = [FetchRequest(u) for u in [*urls, *odd]]
+        inline = ShardFetcher(loopback_fetcher(), "lxml", None, parse_workers=0).fetch(requests, [])
+        beside = ShardFetcher(loopback_fetcher(), "lxml", None, parse_workers=2)
+        result = beside.fetch(requests, [])
+    assert beside.fallback == ""
+    assert len(result.results) == len(requests)
+    html = {u for u, r in result.results.items() if r.is_html}
+    assert set(result.parsed) == html
+    assert odd[0] in html
+    assert odd[1] not in html  # the JSON documents (the demo site has one too) are not parsed, in either way
+    assert len(html) > 140
+    assert result.parsed == inline.parsed
+    assert list(result.parsed) == [u for u in result.results if u in result.parsed]  # the fetch's order
+    assert result.parsed[odd[0]].links  # the broken page's link survives
+    assert all(page.main is not None for page in result.parsed.values())
+
+
+def test_pages_of_a_worker_that_died_are_parsed_in_the_step():
+    pages = [_result(f"http://h.test/p{i}", f"<html><title>p{i}</title><body><a href='/q{i}'>q</a>"
+                                            f"</body></html>".encode()) for i in range(40)]
+    before = _children(os.getpid())
+    with ParsePool(1, chunk_pages=4) as pool:
+        (worker,) = _children(os.getpid()) - before
+        for page in pages[:20]:
+            pool.add(page)
+        os.kill(worker, signal.SIGKILL)
+        time.sleep(0.2)
+        for page in pages[20:]:
+            pool.add(page)
+        parsed = pool.parsed()
+    assert parsed == {p.url: parse_html(p.body, p.url, p.content_type) for p in pages}
+
+
+def test_the_workers_die_with_the_step_process_even_when_it_is_killed():
+    code = (f"import sys, time; sys.path.insert(0, {str(REPO)!r})\n"
+            "from crawl_platform.parse.pool import ParsePool\n"
+            "pool = ParsePool(2)\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    step = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert step.stdout is not None
+        assert step.stdout.readline().strip() == "ready"
+        workers = _children(step.pid)
+        assert len(workers) == 2
+        step.kill()
+        step.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [w for w in workers if _alive(w)]
+    finally:
+        step.kill()
+
+
+def test_a_process_that_cannot_fork_workers_parses_in_the_step(monkeypatch):
+    import multiprocessing.process  # noqa: PLC0415
+
+    monkeypatch.setattr(multiprocessing.process.current_process(), "_config",
+                        {**multiprocessing.process.current_process()._config, "daemon": True})
+    with ParsePool(1) as pool:
+        assert pool.workers == 0
+        assert "parse workers unavailable" in pool.fallback
+        pool.add(_result("http://h.test/a", b"<html><title>A</title></html>"))
+        assert pool.parsed()["http://h.test/a"].title == "A"
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_non_html_results_are_not_parsed(workers):
+    with ParsePool(workers) as pool:
+        pool.add(_result("http://h.test/img", b"\x89PNG", "image/png"))
+        assert pool.parsed() == {}
