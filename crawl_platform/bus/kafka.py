@@ -265,8 +265,8 @@ class KafkaBus:
         """A reader by manual assignment. ``fetch_wait_ms`` is how long the broker may hold a fetch
         that found too little: 20 for a read that goes to the log's end (answered after that wait
         there), librdkafka's 500 for a range read. On the embedded broker (Tansu 0.6), fetches with
-        the short wait return a few records each: a range of 2,000 records 15,000 deep took 4.3 s
-        with 20 ms against 0.17 s with 500 (``benchmarks/kafka_reads.py``)."""
+        the short wait return a few records each: 2,000 records 15,000 deep took 3.4 s with 20 ms
+        against 0.17 s with 500 (``benchmarks/kafka_reads.py``)."""
         return Consumer({
             **self._config,
             # Required by librdkafka, never joined: reads use manual assignment.

@@ -247,19 +247,16 @@ class ShardFetcher:
         its WARC file."""
         self.fetcher.prime(hosts)
         # With parse workers, pages are parsed in other processes as they arrive, so "parse" is
-        # only the wait for the last chunks. Without, they are parsed here after the fetch, not page
-        # by page inside it: on one host without a delay, interleaving the two in one process cost
-        # a third more CPU (measured with benchmarks/fetch_hosts.py).
+        # only the wait for the last chunks. Without, the pool keeps them and parses them here after
+        # the fetch, not page by page inside it: on one host without a delay, interleaving the two
+        # in one process cost a third more CPU (measured with benchmarks/fetch_hosts.py).
         with ParsePool(self.parse_workers if requests else 0, self.parser,
                        main_content=self.main_content) as pool:
             self.fallback = pool.fallback
             clock = time.perf_counter()
-            results = self.fetcher.fetch_all(requests, pool.add if pool.workers else None)
+            results = self.fetcher.fetch_all(requests, pool.add)
             fetch_s = time.perf_counter() - clock
             clock = time.perf_counter()
-            if not pool.workers:
-                for result in results.values():
-                    pool.add(result)
             by_url = pool.parsed()
             parse_s = time.perf_counter() - clock
         parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
