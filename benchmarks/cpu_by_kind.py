@@ -1,0 +1,168 @@
+"""Where the machine's CPU goes, by kind of process, while something else runs (docs/benchmarks.md).
+
+Samples every process's own CPU (utime + stime in ``/proc/PID/stat``) every ``--interval`` seconds
+and keeps the last figure seen for each process, so a process that exits between two samples
+keeps what it used up to the last one. At the end it prints the CPU seconds of each kind of
+process (the broker, the daemon, the code server, run workers, step workers, forked children of
+either, the log tailers, PostgreSQL backends, nginx, Scrapy...), and the machine's busy CPU from
+``/proc/stat`` over the same time: the difference is what processes shorter than one interval used.
+
+It looks at the whole machine, so it works beside any checkout of the platform:
+
+    .venv/bin/python benchmarks/cpu_by_kind.py --seconds 600 --json cpu.json &
+    .venv/bin/python benchmarks/compare.py --pages 20000 --scrapy-concurrency 1
+
+It stops at ``--seconds`` or on SIGINT/SIGTERM, and prints then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+# programs known by name (the basename of argv[0], or how PostgreSQL renames its backends)
+PROGRAMS: dict[str, str] = {
+    "tansu": "broker (tansu)", "nginx": "nginx", "postgres": "postgres", "redis-server": "redis",
+    "beam.smp": "rabbitmq", "scrapy": "scrapy", "tail": "log tail",
+}
+# then (substring of the command line, kind), the first match winning: a run worker's command line
+# holds its instance's PostgreSQL address, so these come after the program names
+KINDS: tuple[tuple[str, str], ...] = (
+    ("dagster-daemon", "daemon"),
+    ("dagster_daemon", "daemon"),
+    ("crawl_platform_dagster.daemon", "daemon"),
+    ("compare.py", "benchmark"),
+    ("cpu_by_kind.py", "this sampler"),
+    ("api grpc", "code server"),
+    ("execute_run", "run worker"),
+    ("execute_step", "step worker"),
+    ("forkserver", "fork server"),
+    ("compute_log", "log watcher"),
+    ("crawl_platform_dagster.cli", "crawl CLI"),
+    ("crawl_platform.cli", "crawl CLI"),
+    ("scrapy", "scrapy"),
+)
+
+
+@dataclass
+class Seen:
+    kind: str
+    cpu_s: float  # own CPU at the last sample
+    depth: int  # 0, or how many forks down from the first process of its command line
+
+
+def machine_busy_s() -> float:
+    with open("/proc/stat", encoding="ascii") as stat:
+        values = [int(v) for v in stat.readline().split()[1:9]]
+    return (sum(values) - values[3] - values[4]) / TICK
+
+
+def _read(pid: str) -> tuple[int, int, float, str] | None:
+    """(ppid, start time, own CPU seconds, command line) of one process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(b")") + 2:].split()
+    if not cmd:
+        cmd = raw[raw.index(b"(") + 1:raw.rindex(b")")].decode(errors="replace")
+    return int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / TICK, cmd
+
+
+def kind_of(cmd: str) -> str:
+    program = cmd.split(" ", 1)[0].rsplit("/", 1)[-1].rstrip(":")
+    for name, kind in PROGRAMS.items():
+        if program == name or program.startswith(name + "-"):
+            return kind
+    for needle, kind in KINDS:
+        if needle in cmd:
+            return kind
+    return "other: " + cmd.split(" ", 1)[0].rsplit("/", 1)[-1][:30]
+
+
+def sample(seen: dict[tuple[int, int], Seen], examples: dict[str, str]) -> None:
+    """One pass over /proc, keyed by (pid, start time); a forked process
+    (same command line as its parent) is named after the first process of its line with its depth,
+    and `examples` keeps one command line per kind."""
+    rows: dict[int, tuple[int, int, float, str]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            row = _read(name)
+            if row is not None:
+                rows[int(name)] = row
+    for pid, (ppid, start, cpu, cmd) in sorted(rows.items()):  # a parent's pid is lower, but for wrap-around
+        key = (pid, start)
+        if key in seen:
+            seen[key].cpu_s = cpu
+            continue
+        kind, depth = kind_of(cmd), 0
+        parent = rows.get(ppid)
+        if parent is not None and parent[3] == cmd:  # a fork: same command line as its parent
+            parent_seen = seen.get((ppid, parent[1]))
+            depth = parent_seen.depth + 1 if parent_seen else 1
+            kind += f" (fork depth {depth})"
+        examples.setdefault(kind, cmd[:160])
+        seen[key] = Seen(kind, cpu, depth)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3600.0, help="stop after this long (3600)")
+    parser.add_argument("--interval", type=float, default=0.25, help="seconds between samples (0.25)")
+    parser.add_argument("--verbose", action="store_true", help="print an example command line per kind")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    stop = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    seen: dict[tuple[int, int], Seen] = {}
+    examples: dict[str, str] = {}
+    sample(seen, examples)
+    base = {key: v.cpu_s for key, v in seen.items()}  # what the processes alive now had used already
+    busy0, t0 = machine_busy_s(), time.monotonic()
+    while not stop and time.monotonic() - t0 < args.seconds:
+        time.sleep(args.interval)
+        sample(seen, examples)
+    busy, wall = machine_busy_s() - busy0, time.monotonic() - t0
+    by_kind: dict[str, float] = collections.defaultdict(float)
+    counts: collections.Counter[str] = collections.Counter()
+    for key, entry in seen.items():
+        used = entry.cpu_s - base.get(key, 0.0)
+        if used > 0 or key not in base:
+            by_kind[entry.kind] += used
+            counts[entry.kind] += key not in base
+    attributed = sum(by_kind.values())
+    print(f"{wall:.1f} s wall, machine busy {busy:.1f} CPU s, attributed {attributed:.1f} s, "
+          f"in processes shorter than {args.interval} s: {busy - attributed:.1f} s")
+    for kind, cpu in sorted(by_kind.items(), key=lambda item: -item[1]):
+        if cpu >= 0.05:
+            print(f"  {kind:<34} {cpu:8.1f} s  {100 * cpu / busy if busy else 0:5.1f} %   ({counts[kind]} started)")
+            if args.verbose:
+                print(f"      e.g. {examples.get(kind, '')}")
+    if args.json:
+        args.json.write_text(json.dumps({"wall_s": wall, "busy_s": busy, "by_kind": dict(by_kind),
+                                         "started": dict(counts), "examples": examples}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
