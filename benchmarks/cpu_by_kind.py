@@ -4,8 +4,9 @@ Samples every process's own CPU (utime + stime in ``/proc/PID/stat``) every ``--
 and keeps the last figure seen for each process, so a process that exits between two samples
 keeps what it used up to the last one. At the end it prints the CPU seconds of each kind of
 process (the broker, the daemon, the code server, run workers, step workers, forked children of
-either, the log tailers, PostgreSQL backends, nginx, Scrapy...), and the machine's busy CPU from
-``/proc/stat`` over the same time: the difference is what processes shorter than one interval used.
+either, the compute-log tailers and their watchers, PostgreSQL backends, nginx, Scrapy...), and
+the machine's busy CPU from ``/proc/stat`` over the same time: the difference is what processes
+shorter than one interval used.
 
 It looks at the whole machine, so it works beside any checkout of the platform:
 
@@ -28,6 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from measure import machine_cpu_s
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 # programs known by name (the basename of argv[0], or how PostgreSQL renames its backends)
@@ -47,7 +50,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("execute_run", "run worker"),
     ("execute_step", "step worker"),
     ("forkserver", "fork server"),
-    ("compute_log", "log watcher"),
+    ("watch_orphans", "log watcher"),
     ("crawl_platform_dagster.cli", "crawl CLI"),
     ("crawl_platform.cli", "crawl CLI"),
     ("scrapy", "scrapy"),
@@ -59,12 +62,6 @@ class Seen:
     kind: str
     cpu_s: float  # own CPU at the last sample
     depth: int  # 0, or how many forks down from the first process of its command line
-
-
-def machine_busy_s() -> float:
-    with open("/proc/stat", encoding="ascii") as stat:
-        values = [int(v) for v in stat.readline().split()[1:9]]
-    return (sum(values) - values[3] - values[4]) / TICK
 
 
 def _read(pid: str) -> tuple[int, int, float, str] | None:
@@ -137,11 +134,11 @@ def main() -> int:
     examples: dict[str, str] = {}
     sample(seen, examples)
     base = {key: v.cpu_s for key, v in seen.items()}  # what the processes alive now had used already
-    busy0, t0 = machine_busy_s(), time.monotonic()
+    busy0, t0 = machine_cpu_s(), time.monotonic()
     while not stop and time.monotonic() - t0 < args.seconds:
         time.sleep(args.interval)
         sample(seen, examples)
-    busy, wall = machine_busy_s() - busy0, time.monotonic() - t0
+    busy, wall = machine_cpu_s() - busy0, time.monotonic() - t0
     by_kind: dict[str, float] = collections.defaultdict(float)
     counts: collections.Counter[str] = collections.Counter()
     for key, entry in seen.items():

@@ -45,6 +45,13 @@ def loadavg() -> str:
         return " ".join(f.read().split()[:3])
 
 
+def machine_cpu_s() -> float:
+    """Busy CPU seconds of the whole machine since boot (``/proc/stat``: all but idle and iowait)."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        values = [int(v) for v in stat.readline().split()[1:9]]
+    return (sum(values) - values[3] - values[4]) / _TICKS
+
+
 def children_cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime

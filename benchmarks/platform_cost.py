@@ -30,6 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from measure import machine_cpu_s
+
 from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.config import Settings
@@ -38,13 +40,6 @@ from crawl_platform_dagster.stack import DagsterProcesses
 from tests.conftest import fresh_postgres_database
 
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def machine_cpu_s() -> float:
-    """Busy CPU seconds of the whole machine since boot."""
-    with open("/proc/stat", encoding="ascii") as stat:
-        values = [int(v) for v in stat.readline().split()[1:9]]
-    return (sum(values) - values[3] - values[4]) / TICK
 
 
 def sessions_cpu_s(sessions: set[int]) -> float:
