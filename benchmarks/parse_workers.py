@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from static_site import serve_site
 
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest
-from crawl_platform.pipeline.batch import ShardFetcher
+from crawl_platform.pipeline.shard import ShardFetcher
 
 
 def one_step(urls: list[str], workers: int) -> tuple[float, float, int]:

@@ -16,9 +16,10 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
-from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader, ShardFetcher
+from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.page_events import PageEventPublisher
+from crawl_platform.pipeline.shard import ShardFetcher
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.revisits import RevisitPolicy
 

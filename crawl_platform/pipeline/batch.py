@@ -12,9 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
+from crawl_platform.archive.writer import RecordPointer
 from crawl_platform.bus.base import BatchLostError, Bus, Record
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import (
@@ -32,8 +31,8 @@ from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.frontier.states import CrawlState
 from crawl_platform.parse.html import ParsedPage, ParserEngine
-from crawl_platform.parse.pool import ParsePool
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
+from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
 from crawl_platform.store.landing import LandedBatch, land_batch, latest_validators
@@ -60,17 +59,6 @@ class BatchReport:
     held: int = 0  # items of paused or cancelled crawls, not fetched
     snapshot_id: int | None = None  # the lake snapshot the batch landed in
     seconds: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class ShardResult:
-    """What one fetch shard hands to the landing step (pickled between steps of a run)."""
-
-    results: dict[str, FetchResult]
-    parsed: dict[str, ParsedPage]
-    hosts: list[HostRecord]  # what the shard learned about its hosts (robots.txt, gaps)
-    seconds: dict[str, float]
-    archived: dict[str, RecordPointer] = field(default_factory=dict)  # by URL: its response's WARC record
 
 
 @dataclass
@@ -224,54 +212,6 @@ class BatchReader:
                          last_modified=validators.get(i.url, (None, None))[1])
             for i in chosen
         ], list(hosts.values()), deferred
-
-
-class ShardFetcher:
-    """Fetches, archives and parses one shard of whole hosts; needs neither the bus nor the store.
-    With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
-    disk before this returns, so before any row points into it)."""
-
-    def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None, *,
-                 main_content: bool = True, parse_workers: int = 0) -> None:
-        self.fetcher = fetcher
-        self.parser = parser
-        self.archive = archive
-        self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
-        self.parse_workers = parse_workers  # CRAWL_PARSE_WORKERS: processes parsing while the fetch goes on
-        self.fallback = ""  # why the last shard was parsed in this process although workers were asked for
-
-    def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "",
-              shard: str = "s0") -> ShardResult:
-        """Fetch and parse one shard (whole hosts only, so a host's politeness stays here),
-        starting from what earlier runs learned about its hosts; ``batch_id`` and ``shard`` name
-        its WARC file."""
-        self.fetcher.prime(hosts)
-        # With parse workers, pages are parsed in other processes as they arrive, so "parse" is
-        # only the wait for the last chunks. Without, the pool keeps them and parses them here after
-        # the fetch, not page by page inside it: on one host without a delay, interleaving the two
-        # in one process cost a third more CPU (measured with benchmarks/fetch_hosts.py).
-        with ParsePool(self.parse_workers if requests else 0, self.parser,
-                       main_content=self.main_content) as pool:
-            self.fallback = pool.fallback
-            clock = time.perf_counter()
-            results = self.fetcher.fetch_all(requests, pool.add)
-            fetch_s = time.perf_counter() - clock
-            clock = time.perf_counter()
-            by_url = pool.parsed()
-            parse_s = time.perf_counter() - clock
-        parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
-        seconds = {"fetch": fetch_s, "parse": parse_s}
-        archived: dict[str, RecordPointer] = {}
-        if self.archive is not None:
-            clock = time.perf_counter()
-            archived = archive_results(self.archive, shard_file_name(batch_id, shard), results.values(),
-                                       {"isPartOf": batch_id or "batch", "shard": shard})
-            seconds["archive"] = time.perf_counter() - clock
-        learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
-        return ShardResult(results, parsed, learned, seconds, archived)
-
-    def close(self) -> None:
-        self.fetcher.close()
 
 
 class BatchLander:

@@ -20,7 +20,7 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchRequest, FetchResult
 from crawl_platform.parse.html import parse_html
 from crawl_platform.parse.pool import ParsePool
-from crawl_platform.pipeline.batch import ShardFetcher
+from crawl_platform.pipeline.shard import ShardFetcher
 from tests.sites.hostile import Reply
 from tests.unit.conftest import loopback_fetcher
 
