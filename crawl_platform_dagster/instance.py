@@ -10,6 +10,7 @@ imports no Dagster, so the CLI pays nothing for it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -67,9 +68,16 @@ def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurr
     if postgres_url and postgres_url.startswith("postgresql://"):
         # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; dagster-postgres needs psycopg2.
         postgres_url = "postgresql+psycopg2://" + postgres_url.removeprefix("postgresql://")
-    storage = ("# Dagster's PostgreSQL storage, holding its connections open (crawl_platform_dagster/storage.py).\n"
-               "storage:\n  custom:\n    module: crawl_platform_dagster.storage\n    class: PooledPostgresStorage\n"
-               f"    config:\n      postgres_url: \"{postgres_url}\"\n" if postgres_url else "")
+    if postgres_url:
+        storage = ("# Dagster's PostgreSQL storage, holding its connections open (crawl_platform_dagster/storage.py).\n"
+                   "storage:\n  custom:\n    module: crawl_platform_dagster.storage\n    class: PooledPostgresStorage\n"
+                   f"    config:\n      postgres_url: \"{postgres_url}\"\n")
+    else:
+        storage = ("# Dagster's SQLite storage in this folder (history/, schedules/), without a new connection\n"
+                   "# per statement (crawl_platform_dagster/storage_sqlite.py). Moving the folder? Change base_dir.\n"
+                   "storage:\n  custom:\n    module: crawl_platform_dagster.storage_sqlite\n"
+                   "    class: PooledSqliteStorage\n"
+                   f"    config:\n      base_dir: {json.dumps(str(home.resolve()))}\n")
     path = home / "dagster.yaml"
     path.write_text(
         f"""# Written by crawl-platform; edit freely, it is not overwritten.

@@ -95,59 +95,89 @@ def _forget_pooled_connections() -> None:
 os.register_at_fork(after_in_child=_forget_pooled_connections)
 
 
-class _RunStorage(PostgresRunStorage):
-    """Dagster's PostgreSQL run storage, remembering the columns, tables and indexes it found."""
+class _RunSchemaMemo:
+    """Run storage remembering the columns, tables and indexes it found, per database (``_memo_key``)."""
+
+    _memo_key: str
 
     def has_built_index(self, migration_name: str) -> bool:
-        return _present(self.postgres_url, f"index {migration_name}", partial(super().has_built_index, migration_name))
+        return _present(self._memo_key, f"index {migration_name}", partial(super().has_built_index, migration_name))  # type: ignore[misc]
 
     def has_run_stats_index_cols(self) -> bool:
-        return _present(self.postgres_url, "runs stats columns", super().has_run_stats_index_cols)
+        return _present(self._memo_key, "runs stats columns", super().has_run_stats_index_cols)  # type: ignore[misc]
 
     def has_bulk_actions_selector_cols(self) -> bool:
-        return _present(self.postgres_url, "bulk_actions selector", super().has_bulk_actions_selector_cols)
+        return _present(self._memo_key, "bulk_actions selector", super().has_bulk_actions_selector_cols)  # type: ignore[misc]
 
     def has_backfill_id_column(self) -> bool:
-        return _present(self.postgres_url, "runs backfill_id", super().has_backfill_id_column)
+        return _present(self._memo_key, "runs backfill_id", super().has_backfill_id_column)  # type: ignore[misc]
 
     def has_bulk_action_job_name_column(self) -> bool:
-        return _present(self.postgres_url, "bulk_actions job_name", super().has_bulk_action_job_name_column)
+        return _present(self._memo_key, "bulk_actions job_name", super().has_bulk_action_job_name_column)  # type: ignore[misc]
 
     def has_backfill_tags_table(self) -> bool:
-        return _present(self.postgres_url, "backfill_tags", super().has_backfill_tags_table)
+        return _present(self._memo_key, "backfill_tags", super().has_backfill_tags_table)  # type: ignore[misc]
 
 
-class _EventLogStorage(PostgresEventLogStorage):
-    """Dagster's PostgreSQL event log storage, remembering the columns and indexes it found."""
+class _EventLogSchemaMemo:
+    """Event log storage remembering the columns and indexes it found."""
+
+    _memo_key: str
 
     def has_secondary_index(self, name: str) -> bool:
-        return _present(self.postgres_url, f"event index {name}", partial(super().has_secondary_index, name))
+        return _present(self._memo_key, f"event index {name}", partial(super().has_secondary_index, name))  # type: ignore[misc]
 
     def _has_asset_key_col_on_connection(self, conn: Any, column_name: str) -> bool:
-        return _present(self.postgres_url, f"asset_keys {column_name}",
-                        partial(super()._has_asset_key_col_on_connection, conn, column_name))
+        return _present(self._memo_key, f"asset_keys {column_name}",
+                        partial(super()._has_asset_key_col_on_connection, conn, column_name))  # type: ignore[misc]
 
 
-class _ScheduleStorage(PostgresScheduleStorage):
-    """Dagster's PostgreSQL schedule storage, remembering the tables and indexes it found: it asks
-    before nearly every statement."""
+class _ScheduleSchemaMemo:
+    """Schedule storage remembering the tables and indexes it found: it asks before nearly every
+    statement."""
+
+    _memo_key: str
 
     def has_instigators_table(self) -> bool:
-        return _present(self.postgres_url, "instigators", super().has_instigators_table)
+        return _present(self._memo_key, "instigators", super().has_instigators_table)  # type: ignore[misc]
 
     def _has_instigators_table(self, conn: Any) -> bool:
-        return _present(self.postgres_url, "instigators", partial(super()._has_instigators_table, conn))
+        return _present(self._memo_key, "instigators", partial(super()._has_instigators_table, conn))  # type: ignore[misc]
 
     def _has_asset_daemon_asset_evaluations_table(self, conn: Any) -> bool:
-        return _present(self.postgres_url, "asset_daemon_asset_evaluations",
-                        partial(super()._has_asset_daemon_asset_evaluations_table, conn))
+        return _present(self._memo_key, "asset_daemon_asset_evaluations",
+                        partial(super()._has_asset_daemon_asset_evaluations_table, conn))  # type: ignore[misc]
 
     def has_secondary_index_table(self) -> bool:
-        return _present(self.postgres_url, "secondary_indexes", super().has_secondary_index_table)
+        return _present(self._memo_key, "secondary_indexes", super().has_secondary_index_table)  # type: ignore[misc]
 
     def has_built_index(self, migration_name: str) -> bool:
-        return _present(self.postgres_url, f"schedule index {migration_name}",
-                        partial(super().has_built_index, migration_name))
+        return _present(self._memo_key, f"schedule index {migration_name}",
+                        partial(super().has_built_index, migration_name))  # type: ignore[misc]
+
+
+class _RunStorage(_RunSchemaMemo, PostgresRunStorage):
+    """Dagster's PostgreSQL run storage, remembering the schema it found."""
+
+    @property
+    def _memo_key(self) -> str:  # type: ignore[override]
+        return self.postgres_url
+
+
+class _EventLogStorage(_EventLogSchemaMemo, PostgresEventLogStorage):
+    """Dagster's PostgreSQL event log storage, remembering the schema it found."""
+
+    @property
+    def _memo_key(self) -> str:  # type: ignore[override]
+        return self.postgres_url
+
+
+class _ScheduleStorage(_ScheduleSchemaMemo, PostgresScheduleStorage):
+    """Dagster's PostgreSQL schedule storage, remembering the schema it found."""
+
+    @property
+    def _memo_key(self) -> str:  # type: ignore[override]
+        return self.postgres_url
 
 
 class PooledPostgresStorage(DagsterPostgresStorage):

@@ -1,0 +1,188 @@
+"""Dagster's SQLite instance storage (the embedded default), without a new engine per statement.
+
+Dagster's SQLite storage creates a SQLAlchemy engine, and so a new SQLite connection, for every
+statement (``NullPool``), and each time an instance is created it loads the alembic revision
+scripts (Python files on disk) to check each database's schema. A code server creates an instance
+per sensor evaluation, and the daemon reads and writes sensor state on every tick: on the 20k-page
+crawl those checks were half the code server's CPU, and connecting and schema reflection about a
+third of the daemon's (docs/benchmarks.md, session 12). :class:`PooledSqliteStorage` is the same
+storage, on the same files, with one engine per database file per process (a small pool of open
+connections, never shared with a forked child), the schema checks made once per process, and the
+tables and indexes found remembered as :mod:`crawl_platform_dagster.storage` does on PostgreSQL.
+SQLite's own locking (WAL, the busy timeout) still orders writers across processes.
+
+``dagster.yaml`` selects it when the instance has no PostgreSQL
+(:func:`crawl_platform_dagster.instance.write_instance_yaml`):
+
+    storage:
+      custom:
+        module: crawl_platform_dagster.storage_sqlite
+        class: PooledSqliteStorage
+        config:
+          base_dir: /abs/path/to/DAGSTER_HOME   # Dagster's own layout: history/, schedules/
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from dagster import StringSource
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
+from dagster._core.storage.sql import create_engine
+from dagster._core.storage.sqlite import create_db_conn_string
+from dagster._core.storage.sqlite_storage import (
+    DagsterSqliteStorage,
+    _event_logs_directory,
+    _runs_directory,
+    _schedule_directory,
+)
+from dagster._serdes import ConfigurableClassData
+from dagster._utils import mkdir_p
+from sqlalchemy.engine import Connection, Engine
+
+from crawl_platform_dagster.storage import (
+    POOL_SIZE,
+    _EventLogSchemaMemo,
+    _RunSchemaMemo,
+    _ScheduleSchemaMemo,
+)
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+"""How long a statement waits for another process's write lock (Dagster's own for event logs)."""
+ENGINES_PER_PROCESS = 16
+"""Database files a process keeps engines for; each run's events are a file of their own, so the
+least recently used engine beyond this is closed."""
+
+_ENGINES: OrderedDict[str, Engine] = OrderedDict()
+_ENGINES_LOCK = threading.Lock()
+_CHECKED: set[str] = set()
+"""Database files whose schema this process checked (and created where missing)."""
+
+
+def _engine(conn_string: str) -> Engine:
+    """The process's engine for one SQLite file: :data:`POOL_SIZE` connections kept open, more
+    opened (and closed after) when threads ask at once."""
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(conn_string)
+        if engine is None:
+            engine = _ENGINES[conn_string] = create_engine(
+                conn_string, pool_size=POOL_SIZE, max_overflow=-1,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+            while len(_ENGINES) > ENGINES_PER_PROCESS:
+                _ENGINES.popitem(last=False)[1].dispose()
+        else:
+            _ENGINES.move_to_end(conn_string)
+        return engine
+
+
+@contextmanager
+def _transaction(conn_string: str) -> Iterator[Connection]:
+    with _engine(conn_string).connect() as conn, conn.begin():
+        yield conn
+
+
+def _forget_pooled_connections() -> None:
+    """In a forked child: the parent's open connections are the parent's; open new ones."""
+    for engine in list(_ENGINES.values()):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_forget_pooled_connections)
+
+
+class _SqliteRunStorage(_RunSchemaMemo, SqliteRunStorage):
+    @property
+    def _memo_key(self) -> str:  # type: ignore[override]
+        return self._conn_string
+
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> _SqliteRunStorage:
+        conn_string = create_db_conn_string(base_dir, "runs")
+        if conn_string in _CHECKED:
+            return cls(conn_string, inst_data)
+        storage = super().from_local(base_dir, inst_data)
+        _CHECKED.add(conn_string)
+        return storage
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        with _transaction(self._conn_string) as conn:
+            yield conn
+
+
+class _SqliteScheduleStorage(_ScheduleSchemaMemo, SqliteScheduleStorage):
+    @property
+    def _memo_key(self) -> str:  # type: ignore[override]
+        return self._conn_string
+
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> _SqliteScheduleStorage:
+        conn_string = create_db_conn_string(base_dir, "schedules")
+        if conn_string in _CHECKED:
+            return cls(conn_string, inst_data)
+        storage = super().from_local(base_dir, inst_data)
+        _CHECKED.add(conn_string)
+        return storage  # type: ignore[return-value]  # super().from_local returns cls(...)
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        with _transaction(self._conn_string) as conn:
+            yield conn
+
+
+class _SqliteEventLogStorage(_EventLogSchemaMemo, SqliteEventLogStorage):
+    """Events live in one file per run plus an index file; each file's schema is checked once per
+    process (Dagster checks it once per storage object, and a code server makes one per sensor
+    evaluation)."""
+
+    @property
+    def _memo_key(self) -> str:  # type: ignore[override]
+        return self._base_dir
+
+    @contextmanager
+    def _connect(self, shard: str) -> Iterator[Connection]:
+        with self._db_lock:
+            conn_string = self.conn_string_for_shard(shard)
+            if conn_string not in _CHECKED:
+                self._initdb(_engine(conn_string))
+                _CHECKED.add(conn_string)
+            with _transaction(conn_string) as conn:
+                yield conn
+
+    def wipe(self) -> None:
+        with _ENGINES_LOCK:  # the files are deleted: nothing may stay open on them
+            for conn_string in [c for c in _ENGINES if c.startswith(create_db_conn_string(self._base_dir, ""))]:
+                _ENGINES.pop(conn_string).dispose()
+                _CHECKED.discard(conn_string)
+        super().wipe()
+
+
+class PooledSqliteStorage(DagsterSqliteStorage):
+    """:class:`dagster._core.storage.sqlite_storage.DagsterSqliteStorage` on the same files, with
+    an engine per file per process and the schema checked once per process."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
+        # DagsterSqliteStorage.__init__, with the storages above.
+        self.base_dir = base_dir
+        mkdir_p(base_dir)
+        self._run_storage = _SqliteRunStorage.from_local(_runs_directory(base_dir))
+        self._event_log_storage = _SqliteEventLogStorage(_event_logs_directory(base_dir))
+        self._schedule_storage = _SqliteScheduleStorage.from_local(_schedule_directory(base_dir))
+        self._inst_data = inst_data
+        super(DagsterSqliteStorage, self).__init__()  # type: ignore[no-untyped-call]  # as its __init__ ends
+
+    @classmethod
+    def from_config_value(cls, inst_data: ConfigurableClassData | None,
+                          config_value: Mapping[str, Any]) -> PooledSqliteStorage:
+        return cls(str(config_value["base_dir"]), inst_data=inst_data)
+
+    @classmethod
+    def config_type(cls) -> Any:
+        return {"base_dir": StringSource}
