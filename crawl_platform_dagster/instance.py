@@ -86,11 +86,14 @@ def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurr
 run_launcher:
   module: crawl_platform_dagster.launcher
   class: ForkRunLauncher
+# Dagster's queued run coordinator, with a pass over the queue every half second: a one-host
+# crawl's batch runs follow one another, each waiting for the pass after the previous one ended
+# (crawl_platform_dagster/coordinator.py).
 run_coordinator:
-  module: dagster._core.run_coordinator
-  class: QueuedRunCoordinator
+  module: crawl_platform_dagster.coordinator
+  class: QuickQueuedRunCoordinator
   config:
-    dequeue_interval_seconds: 1
+    dequeue_interval_seconds: 0.5
     # Launch queued runs side by side: a launch waits until the new run process has imported
     # the code (seconds), so one at a time would start four runs one after another.
     dequeue_use_threads: true

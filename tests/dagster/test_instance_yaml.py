@@ -31,6 +31,18 @@ def test_written_instance_limits_one_run_per_partition_and_the_writer_steps_to_t
         coordinator = instance.run_coordinator
         assert coordinator.dequeue_use_threads  # queued runs are launched side by side
         assert coordinator.dequeue_num_workers == 4
+        assert coordinator.dequeue_interval_seconds == 0.5  # a partition's next batch run waits less
+
+
+def test_the_run_queue_daemon_passes_at_the_fractional_interval(tmp_path):
+    """The daemon's queue loop takes its interval from the coordinator: Dagster's own takes whole seconds."""
+    from dagster._daemon.controller import create_daemon_of_type  # noqa: PLC0415
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon  # noqa: PLC0415
+
+    write_instance_yaml(tmp_path)
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        daemon = create_daemon_of_type(QueuedRunCoordinatorDaemon.daemon_type(), instance)
+        assert daemon.interval_seconds == 0.5
 
 
 def test_shipped_scale_out_instance_config_is_valid(tmp_path, monkeypatch):
