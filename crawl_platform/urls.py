@@ -96,20 +96,60 @@ def resolve_link(base_url: str, href: str) -> str | None:
     if not href or href.startswith(("#", "mailto:", "javascript:", "tel:", "data:")):
         return None
     try:
+        cut = href.find("#")
+        if cut > 0:
+            href = href[:cut]  # the canonical form has no fragment
         if href[0] == "/" and href[1:2] != "/" and "/." not in href:
             # An absolute path with no dot segments, most links of most sites: what urljoin would
             # give, without its two parses of the page's URL per link (a third of the parse step).
-            return canonicalize(_origin(base_url) + href)
+            origin, canonical_origin = _origin(base_url)
+            if canonical_origin and _PLAIN_PATH.fullmatch(href) and len(origin) + len(href) <= MAX_URL_LENGTH:
+                # Nothing for canonicalize to change: the URL is the origin and the path as they are.
+                return origin + href
+            return canonicalize(origin + href)
+        if _PLAIN_RELATIVE.fullmatch(href) and "/." not in href and "//" not in href:
+            # A document-relative path with no dot segments: the base's folder and the path.
+            folder = _folder(base_url)
+            if folder is not None and len(folder) + len(href) <= MAX_URL_LENGTH:
+                return folder + href
         return canonicalize(urljoin(base_url, href))
     except (InvalidURLError, ValueError):
         return None
 
 
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,=:@/-]*")
+"""A path canonicalize returns unchanged: no query, fragment, percent escape, path parameter (``;``)
+or character to escape. Resolving the links found on a page was 40 % of a parse worker's CPU on the
+benchmark site, most of it canonicalising URLs of this form (docs/benchmarks.md, session 12)."""
+_PLAIN_RELATIVE = re.compile(r"[A-Za-z0-9_~!$&'()*+,=@-][A-Za-z0-9._~!$&'()*+,=@/-]*")
+"""A document-relative path of :data:`_PLAIN_PATH`'s characters that cannot be read as a scheme
+(no ``:``) or start a dot segment; with no ``/.`` or ``//`` in it either (urljoin drops empty
+segments of a relative path), it resolves to the base's folder and itself."""
+
+
 @lru_cache(maxsize=1024)
-def _origin(url: str) -> str:
-    """``scheme://netloc`` of ``url`` (the same page's links ask again and again)."""
+def _origin(url: str) -> tuple[str, bool]:
+    """``scheme://netloc`` of ``url`` (the same page's links ask again and again), and whether it
+    is in canonical form (so ``origin + plain path`` is canonical as it is)."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    origin = f"{parts.scheme}://{parts.netloc}"
+    try:
+        return origin, canonicalize(origin + "/") == origin + "/"
+    except InvalidURLError:
+        return origin, False
+
+
+@lru_cache(maxsize=1024)
+def _folder(url: str) -> str | None:
+    """The canonical URL of ``url``'s folder (``http://host/a/`` of ``http://host/a/b.html?q``), to
+    which a plain relative path is appended as it is; None when that is not a plain path on a
+    canonical origin (then urljoin and canonicalize decide)."""
+    origin, canonical_origin = _origin(url)
+    path = urlsplit(url).path or "/"
+    folder = path[: path.rfind("/") + 1]
+    if not canonical_origin or not _PLAIN_PATH.fullmatch(folder) or "/." in folder or "//" in folder:
+        return None
+    return origin + folder
 
 
 def host_of(url: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import string
 from urllib.parse import urljoin
 
 import pytest
@@ -156,3 +158,26 @@ def test_scope_with_several_seeds_admits_each_seed_host():
     assert scope.admits("http://a.example/x")
     assert scope.admits("http://b.example:8080/y")
     assert not scope.admits("http://b.example/y")
+
+
+@pytest.mark.parametrize("base", ["http://example.com/x.html", "http://127.0.0.1:8080/a/b", "http://127.0.0.1:8080/a/b/",
+                                  "https://Example.COM:443/d/", "http://[::1]:81/", "http://ex.org:80/p?q",
+                                  "HTTP://ex.org/a/b.html", "http://ex.org/a/b.html?x=1#f", "http://ex.org/a;p/b.html",
+                                  "http://ex.org/a/./b.html", "http://ex.org//a/b", "http://ex.org", "http://ex.org/%7Ea/b",
+                                  "http://b\u00fccher.de/a/"])
+def test_links_resolve_to_what_urljoin_and_canonicalize_give(base):
+    """resolve_link's shortcuts (a plain absolute or document-relative path on a canonical origin is
+    the URL as it is; a fragment is dropped first) give what urljoin then canonicalize give, for
+    random hrefs of every form: absolute, relative, dot segments, queries, fragments, escapes."""
+    rng = random.Random(12)
+    chars = string.ascii_letters + string.digits + "._~!$&'()*+,=:@/-#?%"
+    for _ in range(3000):
+        href = rng.choice(["", "/", "./", "../", "?", "a/", "/a/", "//"]) + "".join(
+            rng.choice(chars) for _ in range(rng.randint(0, 30)))
+        if not href or href.startswith("#"):
+            continue
+        try:
+            expected = canonicalize(urljoin(base, href))
+        except (InvalidURLError, ValueError):
+            expected = None
+        assert resolve_link(base, href) == expected, href
