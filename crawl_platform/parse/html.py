@@ -24,7 +24,9 @@ from crawl_platform.parse.main_text import MainContent, extract_main_content
 # lxml refuses text that starts with an XML encoding declaration; the text is decoded already.
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*>", re.I)
 _local = threading.local()  # an lxml parser per thread: they must not be shared across threads
-_CONTROL = dict.fromkeys([*range(9), 11, 12, *range(14, 32)])  # not allowed in an lxml tree
+# Control characters not allowed in an lxml tree, removed. A regular expression, not str.translate:
+# translate looks every character up in a dict, a quarter of the parse of the Python docs' big pages.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]+")
 
 ParserEngine = Literal["lxml", "bs4"]  # CRAWL_PARSER
 
@@ -58,7 +60,7 @@ def parse_html(body: bytes, base_url: str, content_type: str | None = None,
     """Extract title, text and links; ``base_url`` is the page's final URL (after redirects).
     ``main_content=False`` skips the main-content step (``main`` stays None; the benchmark's baseline)."""
     decoded = decode_html(body, content_type)
-    text = _XML_DECLARATION.sub("", decoded.text, count=1).translate(_CONTROL)
+    text = _CONTROL.sub("", _XML_DECLARATION.sub("", decoded.text, count=1))
     main = extract_main_content(text) if main_content else None
     if not text.strip():
         return ParsedPage(None, "", (), decoded.charset, main)
