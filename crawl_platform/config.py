@@ -276,7 +276,7 @@ class Settings(BaseSettings):
         "false: documents.main_text and simhash stay NULL, and near_duplicates finds exact copies only).",
     )
     parse_workers: int = Field(
-        1, ge=0, le=16, validation_alias=AliasChoices("CRAWL_PARSE_WORKERS", "parse_workers"),
+        2, ge=0, le=16, validation_alias=AliasChoices("CRAWL_PARSE_WORKERS", "parse_workers"),
         description="Processes a fetch step forks to parse its pages while its threads go on fetching "
         "(fetching and parsing then use two cores). 0: parse in the step's own process after the fetch.",
     )
