@@ -164,3 +164,22 @@ def test_links_resolve_against_the_final_url_of_a_redirect(demo, engine):
     # /old-home redirects to /page/1: relative links there must resolve against /page/1.
     parsed = parse_html(demo.body("/page/1"), ORIGIN + "/page/1", HTML_UTF8, engine)
     assert [url for url, _ in parsed.links] == _expected_links(demo, "/page/1")
+
+
+def test_control_characters_are_removed_and_nothing_else():
+    """The characters an lxml tree refuses (C0 controls but tab, newline, carriage return) go, as
+    the translate table that removed them before; text around them and other characters stay."""
+    import random  # noqa: PLC0415
+
+    from crawl_platform.parse.html import _CONTROL  # noqa: PLC0415
+
+    table = dict.fromkeys([*range(9), 11, 12, *range(14, 32)])
+    rng = random.Random(7)
+    for _ in range(500):
+        length = rng.randint(0, 80)
+        text = "".join(chr(rng.choice([rng.randint(0, 40), rng.randint(32, 0x3000)])) for _ in range(length))
+        assert _CONTROL.sub("", text) == text.translate(table)
+    page = parse_html(b"<html><title>A\x01B\x1f</title><body><p>one\x0btwo\tthree</p></body></html>",
+                      "http://example.com/")
+    assert page.title == "AB"
+    assert page.text == "onetwo three"
