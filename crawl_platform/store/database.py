@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import sqlite3
 import threading
 import time
@@ -39,6 +40,9 @@ from crawl_platform.store.schema import schema_upgrade
 LAKE = "lake"  # the name a client attaches the lake under (README, `crawl-platform sql`)
 
 
+_STORED_DATA_PATH = re.compile(r'does not match existing data path in the catalog "([^"]*)"')
+
+
 @dataclass(frozen=True)
 class LakeLocation:
     """Where a lake lives: its catalog (``sqlite:PATH`` or ``postgres:DSN``) and its data path."""
@@ -48,9 +52,14 @@ class LakeLocation:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LakeLocation:
-        root = settings.lake_path
+        """Local paths made absolute: DuckLake keeps the data path a lake was created with and
+        refuses another spelling of it, so ``up`` (which resolves its paths for its processes) and
+        a CLI started in the same folder must name it alike."""
+        root = settings.lake_path.resolve()
         catalog = settings.lake_catalog or f"sqlite:{root / 'catalog.sqlite'}"
         data = settings.lake_data_path or str(root / "data")
+        if "://" not in data:
+            data = str(Path(data).resolve())
         return cls(catalog, data.rstrip("/") + "/")
 
     @property
@@ -65,6 +74,19 @@ class LakeLocation:
     def is_local(self) -> bool:
         return "://" not in self.data_path
 
+    def same_data_path(self, attach_error: str) -> bool:
+        """Whether ``attach_error`` is DuckLake refusing this data path for one the catalog holds
+        that names the same local folder: spelt otherwise, or relative (to the working directory
+        of whoever created the lake, unknown here) and the end of this one."""
+        stored = _STORED_DATA_PATH.search(attach_error)
+        if stored is None or not self.is_local or "://" in stored.group(1):
+            return False
+        theirs, ours = Path(stored.group(1)), Path(self.data_path).resolve()
+        if theirs.is_absolute():
+            return theirs.resolve() == ours
+        parts = [p for p in theirs.parts if p != "."]
+        return ".." not in parts and bool(parts) and list(ours.parts[-len(parts):]) == parts
+
     def default_archive_root(self) -> Path:
         """``archive/`` beside an embedded catalog, else beside a local data path (the raw archive
         is plain files: a lake whose data lives in object storage names a local CRAWL_ARCHIVE_PATH)."""
@@ -72,11 +94,14 @@ class LakeLocation:
             return self.sqlite_path.parent / "archive"
         return Path(self.data_path.rstrip("/")).parent / "archive"
 
-    def attach_sql(self, read_only: bool = False, alias: str = LAKE) -> str:
-        """The ``ATTACH`` statement that opens this lake in any DuckDB client."""
+    def attach_sql(self, read_only: bool = False, alias: str = LAKE, override_data_path: bool = False) -> str:
+        """The ``ATTACH`` statement that opens this lake in any DuckDB client (``override_data_path``:
+        the catalog's data path is this one spelt another way, see :meth:`same_data_path`)."""
         options = [f"DATA_PATH '{_quote(self.data_path)}'"]
         if read_only:
             options.append("READ_ONLY")
+        if override_data_path:
+            options.append("OVERRIDE_DATA_PATH TRUE")
         return f"ATTACH 'ducklake:{_quote(self.catalog)}' AS {alias} ({', '.join(options)})"
 
 
@@ -239,7 +264,14 @@ class CrawlStore:
             _prepare_sqlite_catalog(sqlite_path)
         con = engine.cursor()
         try:
-            con.execute(self.location.attach_sql(alias=self.alias))
+            try:
+                con.execute(self.location.attach_sql(alias=self.alias))
+            except duckdb.Error as err:
+                # A lake created with a relative data path (before paths were made absolute) names
+                # the same folder another way: open it with ours, if it is the same folder.
+                if not self.location.same_data_path(str(err)):
+                    raise
+                con.execute(self.location.attach_sql(alias=self.alias, override_data_path=True))
             con.execute(f"USE {self.alias}")
             upgrade = schema_upgrade(con, self.alias)
             if upgrade:

@@ -287,3 +287,43 @@ def test_a_lake_whose_catalog_went_away_does_not_stop_another_lake_from_opening(
     other = CrawlStore.from_settings(store_settings)  # attached in the same process as the lost lake
     assert land_pages(other, "other", [f"{SITE}/other"]).new_versions == 1
     assert other.query("SELECT url FROM pages") == [(f"{SITE}/other",)]
+
+
+def test_a_relative_lake_path_names_the_lake_as_its_absolute_path_does(tmp_path, monkeypatch):
+    """`up` resolves its paths for its processes, a CLI in the same folder may not: DuckLake refuses
+    a data path spelt differently from the one the lake was created with, so both must agree."""
+    from crawl_platform.config import Settings  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    relative = LakeLocation.from_settings(Settings(lake_path=Path("data/lake")))
+    absolute = LakeLocation.from_settings(Settings(lake_path=tmp_path / "data" / "lake"))
+    assert relative == absolute
+    assert absolute.data_path == f"{tmp_path / 'data' / 'lake' / 'data'}/"
+    assert LakeLocation.from_settings(Settings(lake_path=tmp_path, lake_data_path="parquet")).data_path == \
+        f"{tmp_path / 'parquet'}/"
+
+
+CREATE_RELATIVE_LAKE = """
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.store.database import CrawlStore, LakeLocation
+from tests.unit.crawl_rows import fetch_result, land, page_html
+store = CrawlStore(LakeLocation("sqlite:lake/catalog.sqlite", "lake/data/"))
+land(store, "b1", [FrontierURL("lake", "http://lake.test/old", 0)],
+     [fetch_result("http://lake.test/old", page_html("old"))])
+"""
+
+
+def test_a_lake_created_with_a_relative_data_path_opens_by_its_absolute_path_and_only_its_own(tmp_path):
+    """Lakes made before paths were absolute hold a relative data path: the same folder spelt
+    absolutely opens them; another folder is still refused in one line."""
+    repo = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", CREATE_RELATIVE_LAKE], cwd=tmp_path, check=True,
+                   env={**os.environ, "PYTHONPATH": str(repo)})
+    catalog = f"sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    store = CrawlStore(LakeLocation(catalog, f"{tmp_path / 'lake' / 'data'}/"))
+    assert store.query("SELECT url FROM pages") == [("http://lake.test/old",)]
+    land_pages(store, "b2", [f"{SITE}/new"])
+    assert store.query("SELECT count(*) FROM pages") == [(2,)]
+    elsewhere = CrawlStore(LakeLocation(catalog, f"{tmp_path / 'other'}/"))
+    with pytest.raises(StoreUnavailableError, match="does not match existing data path"):
+        elsewhere.query("SELECT count(*) FROM pages")
