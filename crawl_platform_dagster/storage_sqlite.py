@@ -97,17 +97,23 @@ def _forget_pooled_connections() -> None:
 os.register_at_fork(after_in_child=_forget_pooled_connections)
 
 
-class _SqliteRunStorage(_RunSchemaMemo, SqliteRunStorage):
+class _OneFileSqlite:
+    """What the run and schedule storages share here (each is one SQLite file, ``_conn_string``):
+    statements on the process's engine for the file, and its schema checked once per process."""
+
+    _db_name: str  # the file's name in ``base_dir``: Dagster's own ("runs", "schedules")
+    _conn_string: str
+
     @property
-    def _memo_key(self) -> str:  # type: ignore[override]
+    def _memo_key(self) -> str:
         return self._conn_string
 
     @classmethod
-    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> _SqliteRunStorage:
-        conn_string = create_db_conn_string(base_dir, "runs")
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> Any:
+        conn_string = create_db_conn_string(base_dir, cls._db_name)
         if conn_string in _CHECKED:
-            return cls(conn_string, inst_data)
-        storage = super().from_local(base_dir, inst_data)
+            return cls(conn_string, inst_data)  # type: ignore[call-arg]  # the storage's (conn_string, inst_data)
+        storage = super().from_local(base_dir, inst_data)  # type: ignore[misc]  # Dagster's: checks, creates
         _CHECKED.add(conn_string)
         return storage
 
@@ -117,24 +123,12 @@ class _SqliteRunStorage(_RunSchemaMemo, SqliteRunStorage):
             yield conn
 
 
-class _SqliteScheduleStorage(_ScheduleSchemaMemo, SqliteScheduleStorage):
-    @property
-    def _memo_key(self) -> str:  # type: ignore[override]
-        return self._conn_string
+class _SqliteRunStorage(_OneFileSqlite, _RunSchemaMemo, SqliteRunStorage):  # type: ignore[override]
+    _db_name = "runs"
 
-    @classmethod
-    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> _SqliteScheduleStorage:
-        conn_string = create_db_conn_string(base_dir, "schedules")
-        if conn_string in _CHECKED:
-            return cls(conn_string, inst_data)
-        storage = super().from_local(base_dir, inst_data)
-        _CHECKED.add(conn_string)
-        return storage  # type: ignore[return-value]  # super().from_local returns cls(...)
 
-    @contextmanager
-    def connect(self) -> Iterator[Connection]:
-        with _transaction(self._conn_string) as conn:
-            yield conn
+class _SqliteScheduleStorage(_OneFileSqlite, _ScheduleSchemaMemo, SqliteScheduleStorage):  # type: ignore[override]
+    _db_name = "schedules"
 
 
 class _SqliteEventLogStorage(_EventLogSchemaMemo, SqliteEventLogStorage):
