@@ -6,11 +6,10 @@ import os
 
 import psycopg2
 from dagster import DagsterInstance
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
 
 from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.storage import POOL_SIZE, PooledPostgresStorage
+from tests.dagster.storage_probes import a_sensor_evaluations_worth, statements_while
 
 
 def _backends(postgres_url: str) -> set[int]:
@@ -72,18 +71,7 @@ def test_a_forked_child_opens_connections_of_its_own_and_the_parent_keeps_workin
 
 def _catalog_statements_while(action) -> list[str]:
     """The statements every engine of this process sent to PostgreSQL's catalog during ``action()``."""
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, *_args) -> None:
-        if "pg_catalog" in statement or "pg_class" in statement or "information_schema" in statement:
-            seen.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", record)
-    try:
-        action()
-    finally:
-        event.remove(Engine, "before_cursor_execute", record)
-    return seen
+    return statements_while(action, "pg_catalog", "pg_class", "information_schema")
 
 
 def test_new_instances_and_sensor_ticks_ask_the_catalog_nothing_once_the_schema_was_found(tmp_path, postgres_url):
@@ -91,16 +79,9 @@ def test_new_instances_and_sensor_ticks_ask_the_catalog_nothing_once_the_schema_
     most schedule-storage statements; a code server creates an instance per sensor evaluation."""
     write_instance_yaml(tmp_path, postgres_url=postgres_url)
 
-    def a_sensor_evaluations_worth() -> None:
-        with DagsterInstance.from_config(str(tmp_path)) as instance:
-            instance.all_instigator_state()
-            instance.get_runs_count()
-            instance.get_ticks("origin", "selector")
-            instance.event_log_storage.has_secondary_index("asset_key_table")
-
-    first = _catalog_statements_while(a_sensor_evaluations_worth)
+    first = _catalog_statements_while(lambda: a_sensor_evaluations_worth(str(tmp_path)))
     assert first  # the first time, the catalog is asked
-    later = _catalog_statements_while(lambda: [a_sensor_evaluations_worth() for _ in range(5)])
+    later = _catalog_statements_while(lambda: [a_sensor_evaluations_worth(str(tmp_path)) for _ in range(5)])
     assert later == []
 
 

@@ -7,11 +7,11 @@ import os
 
 from dagster import DagsterInstance, DagsterRun
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool
 
 from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.storage_sqlite import PooledSqliteStorage
+from tests.dagster.storage_probes import a_sensor_evaluations_worth, statements_while
 
 
 def _connects_while(action) -> int:
@@ -27,27 +27,7 @@ def _connects_while(action) -> int:
 
 
 def _schema_statements_while(action) -> list[str]:
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, *_args) -> None:
-        if "sqlite_master" in statement or "alembic_version" in statement or "PRAGMA" in statement:
-            seen.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", record)
-    try:
-        action()
-    finally:
-        event.remove(Engine, "before_cursor_execute", record)
-    return seen
-
-
-def _a_sensor_evaluations_worth(home) -> None:
-    """What a code server does per sensor evaluation: a new instance, a few reads."""
-    with DagsterInstance.from_config(str(home)) as instance:
-        instance.all_instigator_state()
-        instance.get_runs_count()
-        instance.get_ticks("origin", "selector")
-        instance.event_log_storage.has_secondary_index("asset_key_table")
+    return statements_while(action, "sqlite_master", "alembic_version", "PRAGMA")
 
 
 def test_the_written_instance_uses_it_and_new_instances_reuse_connections_and_schema_checks(tmp_path):
@@ -55,9 +35,9 @@ def test_the_written_instance_uses_it_and_new_instances_reuse_connections_and_sc
     with DagsterInstance.from_config(str(tmp_path)) as instance:
         assert instance.get_ref().storage_data.class_name == PooledSqliteStorage.__name__
         assert str(tmp_path.resolve()) in instance.get_ref().storage_data.config_yaml
-    _a_sensor_evaluations_worth(tmp_path)
-    assert _connects_while(lambda: [_a_sensor_evaluations_worth(tmp_path) for _ in range(5)]) == 0
-    assert _schema_statements_while(lambda: [_a_sensor_evaluations_worth(tmp_path) for _ in range(5)]) == []
+    a_sensor_evaluations_worth(str(tmp_path))
+    assert _connects_while(lambda: [a_sensor_evaluations_worth(str(tmp_path)) for _ in range(5)]) == 0
+    assert _schema_statements_while(lambda: [a_sensor_evaluations_worth(str(tmp_path)) for _ in range(5)]) == []
 
 
 def _add_runs(home: str, prefix: str, count: int) -> None:
