@@ -40,7 +40,8 @@ from crawl_platform.bus.broker import (
     EmbeddedBroker,
 )
 from crawl_platform.config import Settings
-from crawl_platform.store.database import CrawlStore, LakeLocation
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.location import LakeLocation
 from crawl_platform.urls import canonicalize
 from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.stack import DagsterProcesses

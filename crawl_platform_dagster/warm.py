@@ -18,8 +18,9 @@ import gc
 import duckdb
 
 from crawl_platform.config import Settings
-from crawl_platform.store.database import LakeLocation, new_engine
+from crawl_platform.store.database import new_engine
 from crawl_platform.store.extensions import ExtensionError, load_extensions
+from crawl_platform.store.location import LakeLocation
 
 
 def _map_lake_extensions() -> None:

@@ -25,7 +25,8 @@ from crawl_platform.store.console import (
     stream_reader,
     terminal_reader,
 )
-from crawl_platform.store.database import CrawlStore, LakeLocation
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.migrate import migrate_file
 from crawl_platform.store.schema import TABLES
 from crawl_platform.store.transfer import TableFingerprint

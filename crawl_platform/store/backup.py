@@ -23,7 +23,8 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import CrawlStore, LakeLocation, current_snapshot
+from crawl_platform.store.database import CrawlStore, current_snapshot
+from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.schema import TABLES
 from crawl_platform.store.transfer import (
     Source,

@@ -24,8 +24,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from crawl_platform.store.database import LAKE, CrawlStore
+from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
+from crawl_platform.store.location import LAKE
 from crawl_platform.store.transfer import connect, one_line
 
 PROMPT = "lake> "

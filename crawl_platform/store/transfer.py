@@ -19,13 +19,10 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import (
-    CrawlStore,
-    LakeLocation,
-    transaction,
-)
+from crawl_platform.store.database import CrawlStore, transaction
 from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
+from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.schema import TABLES
 
 

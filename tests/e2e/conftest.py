@@ -18,7 +18,8 @@ import pytest
 from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
-from crawl_platform.store.database import CrawlStore, LakeLocation
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.location import LakeLocation
 from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.stack import DagsterProcesses
 from tests.conftest import fresh_postgres_database, lake_catalog

@@ -14,8 +14,9 @@ from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.retry import RetryPolicy
 from crawl_platform.parse.html import parse_html
-from crawl_platform.store.database import CrawlStore, LakeLocation
+from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.landing import land_batch, latest_validators
+from crawl_platform.store.location import LakeLocation
 from tests.sites import dead_port
 from tests.sites.hostile import CP1251_TEXT, GB18030_TEXT, html_page
 from tests.unit.conftest import UNREACHABLE, loopback_fetcher

@@ -19,13 +19,11 @@ import pytest
 
 from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.store.database import (
-    CrawlStore,
-    LakeLocation,
-)
+from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.landing import LandedBatch
+from crawl_platform.store.location import LakeLocation
 from tests.conftest import lake_catalog
 from tests.unit.crawl_rows import fetch_result, land, page_html
 
@@ -305,7 +303,8 @@ def test_a_relative_lake_path_names_the_lake_as_its_absolute_path_does(tmp_path,
 
 CREATE_RELATIVE_LAKE = """
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.store.database import CrawlStore, LakeLocation
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.location import LakeLocation
 from tests.unit.crawl_rows import fetch_result, land, page_html
 store = CrawlStore(LakeLocation("sqlite:lake/catalog.sqlite", "lake/data/"))
 land(store, "b1", [FrontierURL("lake", "http://lake.test/old", 0)],

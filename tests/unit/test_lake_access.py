@@ -20,8 +20,9 @@ import psycopg2
 import pytest
 
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.store.database import CrawlStore, LakeLocation
+from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.extensions import load_extensions
+from crawl_platform.store.location import LakeLocation
 from tests.unit.crawl_rows import fetch_result, land, page_html
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "deployment.md"

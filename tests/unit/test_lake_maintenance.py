@@ -18,7 +18,8 @@ import pytest
 from crawl_platform.bus.memory import InMemoryBus
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.frontier import Frontier
-from crawl_platform.store.database import CrawlStore, LakeLocation
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.maintenance import maintain_lake, measure_lake
 from crawl_platform.store.schema import TABLES
 from tests.conftest import lake_catalog

@@ -1,0 +1,84 @@
+"""Where a lake lives: its catalog and its data path, and the ``ATTACH`` that opens it in DuckDB.
+
+:class:`LakeLocation` is what :class:`crawl_platform.store.database.CrawlStore`, the lake commands
+(console, backup, copy) and any DuckDB client need to find a lake; it opens nothing itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from crawl_platform.config import Settings
+
+LAKE = "lake"  # the name a client attaches the lake under (README, `crawl-platform sql`)
+
+
+_STORED_DATA_PATH = re.compile(r'does not match existing data path in the catalog "([^"]*)"')
+
+
+@dataclass(frozen=True)
+class LakeLocation:
+    """Where a lake lives: its catalog (``sqlite:PATH`` or ``postgres:DSN``) and its data path."""
+
+    catalog: str
+    data_path: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LakeLocation:
+        """Local paths made absolute: DuckLake keeps the data path a lake was created with and
+        refuses another spelling of it, so ``up`` (which resolves its paths for its processes) and
+        a CLI started in the same folder must name it alike."""
+        root = settings.lake_path.resolve()
+        catalog = settings.lake_catalog or f"sqlite:{root / 'catalog.sqlite'}"
+        data = settings.lake_data_path or str(root / "data")
+        if "://" not in data:
+            data = str(Path(data).resolve())
+        return cls(catalog, data.rstrip("/") + "/")
+
+    @property
+    def kind(self) -> str:
+        return self.catalog.split(":", 1)[0]
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        return Path(self.catalog.split(":", 1)[1]) if self.kind == "sqlite" else None
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.data_path
+
+    def same_data_path(self, attach_error: str) -> bool:
+        """Whether ``attach_error`` is DuckLake refusing this data path for one the catalog holds
+        that names the same local folder: spelt otherwise, or relative (to the working directory
+        of whoever created the lake, unknown here) and the end of this one."""
+        stored = _STORED_DATA_PATH.search(attach_error)
+        if stored is None or not self.is_local or "://" in stored.group(1):
+            return False
+        theirs, ours = Path(stored.group(1)), Path(self.data_path).resolve()
+        if theirs.is_absolute():
+            return theirs.resolve() == ours
+        parts = [p for p in theirs.parts if p != "."]
+        return ".." not in parts and bool(parts) and list(ours.parts[-len(parts):]) == parts
+
+    def default_archive_root(self) -> Path:
+        """``archive/`` beside an embedded catalog, else beside a local data path (the raw archive
+        is plain files: a lake whose data lives in object storage names a local CRAWL_ARCHIVE_PATH)."""
+        if self.sqlite_path is not None:
+            return self.sqlite_path.parent / "archive"
+        return Path(self.data_path.rstrip("/")).parent / "archive"
+
+    def attach_sql(self, read_only: bool = False, alias: str = LAKE, override_data_path: bool = False) -> str:
+        """The ``ATTACH`` statement that opens this lake in any DuckDB client (``override_data_path``:
+        the catalog's data path is this one spelt another way, see :meth:`same_data_path`)."""
+        options = [f"DATA_PATH '{_quote(self.data_path)}'"]
+        if read_only:
+            options.append("READ_ONLY")
+        if override_data_path:
+            options.append("OVERRIDE_DATA_PATH TRUE")
+        return f"ATTACH 'ducklake:{_quote(self.catalog)}' AS {alias} ({', '.join(options)})"
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "''")
