@@ -12,6 +12,11 @@ pool (see ``dagster.yaml``) and take turns on the lake's write lock. The work is
 engine's (:mod:`crawl_platform.pipeline.batch`: reader, shard fetcher, lander, expand), including
 what a retried or lost batch does; this module maps it onto Dagster steps and reports its figures
 as metadata.
+
+A run the frontier sensor started then goes on, in its ``frontier`` step, to its partitions' next
+link levels (:mod:`crawl_platform.pipeline.continuation`, up to ``CRAWL_RUN_CONTINUE_S``): each is
+added as a partition of its own and materialised as such (``pages``, ``documents``, ``links``,
+``frontier``, with the same metadata), so a level costs no sensor pass and no run start.
 """
 
 from collections.abc import Iterator
@@ -19,6 +24,7 @@ from collections.abc import Iterator
 from dagster import (
     AssetExecutionContext,
     AssetIn,
+    AssetMaterialization,
     AssetOut,
     Backoff,
     Config,
@@ -41,7 +47,8 @@ from dagster import (
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.fetch.politeness import HostRecord
-from crawl_platform.pipeline.batch import HandoffLostError, PreparedBatch, expand_batch
+from crawl_platform.pipeline.batch import BatchReport, HandoffLostError, PreparedBatch, expand_batch
+from crawl_platform.pipeline.continuation import LevelDone, continue_levels
 from crawl_platform.pipeline.shard import ShardResult
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
@@ -130,10 +137,17 @@ def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepar
         return
     report = outcome.report
     context.log.info(f"batch {context.partition_key}: {report}")
+    yield Output(None, "pages", metadata=_pages_metadata(report, len(shards)))
+    yield Output(None, "documents", metadata={"new_versions": report.new_versions})
+    yield Output(None, "links", metadata={"links": report.links})
+
+
+def _pages_metadata(report: BatchReport, shards: int) -> dict[str, int | float | None]:
+    """The ``pages`` materialisation's metadata of a landed batch."""
     total = sum(report.seconds.values())
-    yield Output(None, "pages", metadata={
+    return {
         "messages": report.messages,
-        "shards": len(shards),
+        "shards": shards,
         "pages_fetched": report.fetched,
         "errors": report.failed,
         "disallowed_by_robots": report.disallowed,
@@ -149,9 +163,7 @@ def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepar
         "pages_per_second": round((report.fetched + report.failed) / total, 1) if total else 0.0,
         # The lake as of this batch: SELECT ... FROM pages AT (VERSION => snapshot_id).
         "snapshot_id": report.snapshot_id,
-    })
-    yield Output(None, "documents", metadata={"new_versions": report.new_versions})
-    yield Output(None, "links", metadata={"links": report.links})
+    }
 
 
 @graph_multi_asset(
@@ -174,6 +186,13 @@ def crawl_batch(crawls: None) -> dict[str, object]:
     return {"pages": pages, "documents": documents, "links": links}
 
 
+class FrontierConfig(Config):
+    continue_seconds: float = 0.0
+    """Go on to the batch's partitions' next link levels for up to this many seconds, each landed
+    as its own partition (the sensor sets CRAWL_RUN_CONTINUE_S; a manual materialisation does not
+    go on, since the sensor keeps cutting partitions that no sensor-started run holds)."""
+
+
 @asset(
     deps=["pages", "links"],
     partitions_def=frontier_batches,
@@ -182,10 +201,14 @@ def crawl_batch(crawls: None) -> dict[str, object]:
     group_name="crawl",
     pool=DUCKDB_WRITER_POOL,
     description="Every URL each crawl knows and its state; new in-scope links are published to Kafka, "
-                "and the batch's page events to the pages topic.",
+                "and the batch's page events to the pages topic. A sensor-started run then goes on to "
+                "its partitions' next link levels (CRAWL_RUN_CONTINUE_S), each materialised as its own partition.",
 )
-def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> MaterializeResult[None]:
-    """Admit the batch's new in-scope links, close its items, publish to the frontier topic."""
+def frontier(context: AssetExecutionContext, config: FrontierConfig,
+             crawl: CrawlSettingsResource) -> Iterator[AssetMaterialization | MaterializeResult[None]]:
+    """Admit the batch's new in-scope links, close its items, publish to the frontier topic; then
+    fetch, land and expand the next levels of its partitions (see
+    :mod:`crawl_platform.pipeline.continuation`)."""
     run = context.dagster_run
     try:
         # Raises when the broker did not confirm every new URL: they stay 'discovered' in the
@@ -195,9 +218,40 @@ def frontier(context: AssetExecutionContext, crawl: CrawlSettingsResource) -> Ma
     finally:
         # The batch landed and Dagster recorded it: its handoff between steps is no longer needed.
         discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
-    return MaterializeResult(metadata={
+    levels = 0
+    if config.continue_seconds > 0:
+        continuation = crawl.continuation()
+        try:
+            for done in continue_levels(continuation, context.partition_key, config.continue_seconds,
+                                        before_level=lambda level: context.instance.add_dynamic_partitions(
+                                            frontier_batches.name, [level.key])):
+                levels += 1
+                yield from _level_materializations(context, done)
+        finally:
+            continuation.close()
+    yield MaterializeResult(metadata={
         "snapshot_id": crawl.store().snapshot_id(),
         "links_in_scope": growth.discovered,
         "new_urls": growth.admitted,
         "published": growth.published,
+        "levels_continued": levels,
+    })
+
+
+def _level_materializations(context: AssetExecutionContext, done: LevelDone) -> Iterator[AssetMaterialization]:
+    """A level the run went on to, materialised as its own partition of the batch assets."""
+    key, report = done.level.key, done.report
+    if done.lost:
+        context.log.warning(f"batch {key}: {done.lost}")
+        return
+    context.log.info(f"batch {key} (went on from {context.partition_key}): {report}")
+    yield AssetMaterialization("pages", partition=key, metadata=_pages_metadata(report, 1))
+    yield AssetMaterialization("documents", partition=key, metadata={"new_versions": report.new_versions})
+    yield AssetMaterialization("links", partition=key, metadata={"links": report.links})
+    yield AssetMaterialization("frontier", partition=key, metadata={
+        "snapshot_id": report.snapshot_id,
+        "links_in_scope": done.growth.discovered,
+        "new_urls": done.growth.admitted,
+        "published": done.growth.published,
+        "went_on_from": context.partition_key,
     })

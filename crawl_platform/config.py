@@ -131,6 +131,12 @@ class Settings(BaseSettings):
         description="Frontier partitions are split into this many groups (partition % groups); a run "
         "covers one group, so this many batch runs fetch side by side, each over several partitions' hosts.",
     )
+    run_continue_s: float = Field(
+        60.0, ge=0, le=3600, validation_alias=AliasChoices("CRAWL_RUN_CONTINUE_S", "run_continue_s"),
+        description="A batch run goes on to its partitions' next link level by itself, in its own process, "
+        "for up to this many seconds, instead of a sensor pass and a run start per level; 0: one batch "
+        "per run. Not on the Celery executor, where a run's fetch fans out over workers.",
+    )
     fetch_shards: int = Field(
         0, ge=0, validation_alias=AliasChoices("CRAWL_FETCH_SHARDS", "fetch_shards"),
         description="Fetch steps a batch run fans out into, each over whole hosts. 0: 1 on the in-process "
@@ -390,6 +396,13 @@ class Settings(BaseSettings):
     def lake_backups_root(self) -> Path:
         """The folder backups go into: ``CRAWL_LAKE_BACKUP_PATH``, or ``backups/`` beside the lake folder."""
         return Path(self.lake_backup_path) if self.lake_backup_path else self.lake_path.parent / "backups"
+
+    def continue_seconds(self) -> float:
+        """How long a sensor-started batch run goes on to its partitions' next link levels
+        (``CRAWL_RUN_CONTINUE_S``; 0 on Celery), always well inside the run timeout."""
+        if self.executor == "celery":
+            return 0.0
+        return min(self.run_continue_s, self.run_timeout_s / 2)
 
     def shard_count(self) -> int:
         """Fetch shards per batch run (``CRAWL_FETCH_SHARDS``, or its default for the executor)."""

@@ -17,6 +17,7 @@ from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader
+from crawl_platform.pipeline.continuation import Continuation
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher
@@ -68,6 +69,9 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
 
     def batch_crawler(self) -> BatchCrawler:
         return BatchCrawler.from_settings(self.settings())
+
+    def continuation(self) -> Continuation:
+        return Continuation.from_settings(self.settings())
 
     def seed_intake(self) -> SeedIntake:
         return SeedIntake.from_settings(self.settings())

@@ -35,6 +35,7 @@ from crawl_platform.pipeline.loop import (
     PlannedBatch,
     RunQueue,
     TopicState,
+    advance_to_landed,
     plan_frontier,
     plan_seeds,
     read_topic,
@@ -96,6 +97,28 @@ def _run_queue(context: SensorEvaluationContext, batch_job_name: str) -> RunQueu
     return RunQueue(waiting, in_flight)
 
 
+def _held_partitions(context: SensorEvaluationContext, batch_job_name: str) -> frozenset[int]:
+    """Frontier partitions a queued or running batch run holds (its ``crawl/partitions`` tag):
+    a continuing run reads their new offsets itself, so the sensor cuts nothing from them."""
+    runs = context.instance.get_runs(RunsFilter(job_name=batch_job_name, statuses=ACTIVE_RUN_STATUSES))
+    return frozenset(int(p) for run in runs for p in run.tags.get("crawl/partitions", "").split(",") if p)
+
+
+def _fresh(topic: TopicState, held: frozenset[int] = frozenset()) -> bool:
+    """Whether a partition no run holds has offsets past the cursor."""
+    return any(high > topic.cursor.get(part, low) for part, (low, high) in topic.watermarks.items()
+               if part not in held)
+
+
+def _advance_to_landed(settings: Settings, topic: TopicState, held: frozenset[int]) -> TopicState:
+    """The topic with its cursor past the levels continuing runs cut and landed themselves; one
+    read of the lake, only when a partition no run holds has new offsets."""
+    store = CrawlStore.from_settings(settings)
+    if not _fresh(topic, held) or not store.exists():
+        return topic
+    return advance_to_landed(topic, FrontierReadModel(store).landed_ends(topic.epoch))
+
+
 def _count_orphans(settings: Settings) -> int:
     """Queued URLs older than the orphan age; none before the lake exists."""
     store = CrawlStore.from_settings(settings)
@@ -117,22 +140,20 @@ def _sweep_page_events(context: SensorEvaluationContext, crawl: CrawlSettingsRes
                          f"{swept.events} confirmed, {swept.unconfirmed} not")
 
 
-def _queued_hosts(settings: Settings, topic: TopicState) -> int:
+def _queued_hosts(settings: Settings, topic: TopicState, held: frozenset[int]) -> int:
     """Hosts with queued URLs, which size an auto batch; not asked when CRAWL_BATCH_SIZE is set,
     before the lake exists or when the topic has nothing new to cut."""
     store = CrawlStore.from_settings(settings)
-    fresh = any(high > topic.cursor.get(part, low) for part, (low, high) in topic.watermarks.items())
-    if settings.batch_size or not fresh or not store.exists():
+    if settings.batch_size or not _fresh(topic, held) or not store.exists():
         return 0
     return FrontierReadModel(store).queued_hosts()
 
 
-def _partition_priorities(settings: Settings, topic: TopicState) -> dict[int, int]:
+def _partition_priorities(settings: Settings, topic: TopicState, held: frozenset[int]) -> dict[int, int]:
     """Frontier partition -> the highest priority of an active crawl with URLs queued there; asked
     only when the topic has new offsets to cut and the lake exists (one grouped read of the lake)."""
     store = CrawlStore.from_settings(settings)
-    fresh = any(high > topic.cursor.get(part, low) for part, (low, high) in topic.watermarks.items())
-    if not fresh or not store.exists():
+    if not _fresh(topic, held) or not store.exists():
         return {}
     bus = KafkaBus.from_settings(settings)
     partitions = len(topic.watermarks)
@@ -145,10 +166,13 @@ def _batch_requests(plan: FrontierPlan, settings: Settings) -> list[RunRequest]:
     batch_job = crawl_batch_celery_job if celery else crawl_batch_job
     run_config: dict[str, object] = celery_run_config(settings) if celery else {}
     op_config = {"config": {"refetch_done": False, "shards": settings.shard_count()}}
+    ops: dict[str, object] = {"crawl_batch": {"ops": {"plan_batch": op_config}}}
+    if settings.continue_seconds() > 0:
+        ops["frontier"] = {"config": {"continue_seconds": settings.continue_seconds()}}
     return [
         RunRequest(
             run_key=batch.key, partition_key=batch.key, job_name=batch_job.name,
-            run_config={**run_config, "ops": {"crawl_batch": {"ops": {"plan_batch": op_config}}}},
+            run_config={**run_config, "ops": ops},
             tags=batch_run_tags(batch, settings.run_timeout_s),
         )
         for batch in plan.batches
@@ -172,8 +196,12 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
         return SensorResult(skip_reason=unlimited)  # the cursor stays: nothing is planned, nothing skipped
     batch_job = crawl_batch_celery_job if settings.executor == "celery" else crawl_batch_job
     queue = _run_queue(context, batch_job.name)
-    plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic)),
-                         _partition_priorities(settings, topic))
+    held: frozenset[int] = frozenset()
+    if settings.continue_seconds() > 0:  # batch runs go on to their partitions' next levels themselves
+        held = _held_partitions(context, batch_job.name)
+        topic = _advance_to_landed(settings, topic, held)
+    plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic, held)),
+                         _partition_priorities(settings, topic, held), held)
     if plan.check_orphans:
         plan = plan.with_orphans(_count_orphans(settings), time.time())
         _sweep_page_events(context, crawl)

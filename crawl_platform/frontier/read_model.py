@@ -11,7 +11,7 @@ and the Kafka sensors read through it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -99,6 +99,17 @@ class FrontierReadModel:
         spread over, which sizes them (:meth:`Settings.partition_batch_size`)."""
         return int(self.store.query(
             f"SELECT count(DISTINCT host) FROM frontier WHERE state = {sql_literal(URLState.QUEUED)}")[0][0])
+
+    def landed_ends(self, epoch: int, partitions: Collection[int] | None = None) -> dict[int, int]:
+        """Frontier partition -> the end of the last offset range a batch of ``epoch`` landed there
+        (``partitions``: only those), from ``batch_ranges``; what a continuing batch run and the
+        frontier sensor go on from (:mod:`crawl_platform.pipeline.continuation`)."""
+        sql = 'SELECT "partition", max(end_offset) FROM batch_ranges WHERE epoch = ?'
+        params: list[object] = [epoch]
+        if partitions is not None:
+            sql += ' AND list_contains(?, "partition")'
+            params.append(sorted(partitions))
+        return {int(p): int(end) for p, end in self.store.query(sql + ' GROUP BY "partition"', params)}
 
     def done_urls(self, items: list[FrontierURL]) -> set[tuple[str, str]]:
         """The (crawl_id, url) pairs among ``items`` that the crawl already finished."""

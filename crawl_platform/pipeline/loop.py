@@ -14,7 +14,7 @@ ranges, :mod:`crawl_platform.pipeline.batch` and :mod:`~crawl_platform.pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from crawl_platform.bus.base import Bus, BusError
@@ -165,17 +165,34 @@ def read_topic(bus: Bus, topic: str, raw_cursor: str | None, exact_end: bool = F
     return TopicState(watermarks, {} if recreated else cursor, epoch, topic_id, recreated)
 
 
+def advance_to_landed(topic: TopicState, landed: Mapping[int, int]) -> TopicState:
+    """The topic with its cursor moved past the offset ranges that batches of its epoch landed
+    (``landed``: partition -> last end, see
+    :meth:`~crawl_platform.frontier.read_model.FrontierReadModel.landed_ends`): the levels that
+    continuing batch runs cut themselves (:mod:`crawl_platform.pipeline.continuation`). A topic
+    created anew keeps its fresh cursor: what landed belongs to the old one."""
+    if topic.recreated:
+        return topic
+    cursor = dict(topic.cursor)
+    for partition, end in landed.items():
+        cursor[partition] = max(cursor.get(partition, 0), end)
+    return replace(topic, cursor=cursor)
+
+
 def plan_frontier(topic: TopicState, queue: RunQueue, policy: LoopPolicy,
-                  priorities: Mapping[int, int] | None = None) -> FrontierPlan:
+                  priorities: Mapping[int, int] | None = None, held: Collection[int] = ()) -> FrontierPlan:
     """Batches for the frontier topic's new offsets, as many as the run queue has room for, the
     partitions of higher-priority crawls first (``priorities``: partition -> the highest priority
     of a crawl with URLs queued there, see
     :meth:`~crawl_platform.frontier.read_model.FrontierReadModel.partition_priorities`); an
     epoch bump and a requeue when the broker lost its log (a high watermark below the cursor, or
     the topic created anew), so offsets a fresh broker reuses never collide with batches already
-    run and every URL the broker forgot is published again from the store."""
+    run and every URL the broker forgot is published again from the store. Nothing is cut from
+    the ``held`` partitions (a continuing batch run holds them and reads their new offsets
+    itself); their cursor stays."""
     room = max(0, policy.max_queued_runs - queue.waiting)
-    cut = plan_batches(topic.watermarks, topic.cursor, policy.batch_size, min(room, policy.max_runs_per_tick),
+    marks = {p: m for p, m in topic.watermarks.items() if p not in held} if held else topic.watermarks
+    cut = plan_batches(marks, topic.cursor, policy.batch_size, min(room, policy.max_runs_per_tick),
                        groups=policy.batch_groups, priorities=priorities)
     epoch = topic.epoch
     requeues: list[Requeue] = []

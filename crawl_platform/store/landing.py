@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from crawl_platform.archive.writer import RecordPointer
 from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.fetch.politeness import HostRecord
 from crawl_platform.frontier.states import BatchOutcome
@@ -195,6 +196,7 @@ def land_batch(
                FROM inc_items""",
             [batch_id],
         )
+        _record_ranges(con, batch_id)
         save_hosts(con, hosts, datetime.now(UTC).replace(tzinfo=None))
         changed = set(new_versions.column("url").to_pylist())
         checked = [i for i in items if (r := results.get(i.url)) is not None and not r.disallowed]
@@ -209,4 +211,19 @@ def land_batch(
         documents=int(n_docs[0]) if n_docs else 0,
         links=int(n_links[0]) if n_links else 0,
         snapshot_id=store.last_snapshot_id,
+    )
+
+
+def _record_ranges(con: Any, batch_id: str) -> None:
+    """The frontier offset ranges the batch's key names, in ``batch_ranges`` (none for an id that
+    is not a batch key); see :mod:`crawl_platform.pipeline.continuation`. A batch landed again
+    (a re-materialisation) records its ranges again, which changes no partition's last end."""
+    try:
+        epoch, ranges = parse_batch_key(batch_id)
+    except ValueError:
+        return
+    con.execute(
+        """INSERT INTO batch_ranges (batch_id, epoch, "partition", start_offset, end_offset)
+           SELECT ?, ?, unnest(?::INTEGER[]), unnest(?::BIGINT[]), unnest(?::BIGINT[])""",
+        [batch_id, epoch, [r.partition for r in ranges], [r.start for r in ranges], [r.end for r in ranges]],
     )

@@ -14,7 +14,8 @@ from importlib import resources
 import duckdb
 
 TABLES = ("crawls", "frontier", "pages", "documents", "links", "batch_items", "hosts", "page_event_batches",
-          "crawl_schedules", "revisits", "records", "record_pages", "near_duplicates", "documents_markdown")
+          "batch_ranges", "crawl_schedules", "revisits", "records", "record_pages", "near_duplicates",
+          "documents_markdown")
 
 
 @functools.cache

@@ -96,6 +96,16 @@ CREATE TABLE IF NOT EXISTS page_event_batches (
     events       INTEGER NOT NULL,
     published_at TIMESTAMP NOT NULL
 );
+-- The frontier offset ranges of each landed batch, written in its landing transaction: a batch
+-- run that goes on to its partitions' next link level cuts those ranges itself, and the frontier
+-- sensor moves its cursor past what landed (crawl_platform.pipeline.continuation).
+CREATE TABLE IF NOT EXISTS batch_ranges (
+    batch_id     VARCHAR NOT NULL,           -- the batch's partition key
+    epoch        INTEGER NOT NULL,           -- the key's epoch (it goes up when the broker lost its log)
+    "partition"  INTEGER NOT NULL,           -- frontier topic partition
+    start_offset BIGINT NOT NULL,
+    end_offset   BIGINT NOT NULL             -- exclusive
+);
 -- Per-crawl schedules: a crawl family (the id before any '@') is crawled again on this schedule.
 CREATE TABLE IF NOT EXISTS crawl_schedules (
     crawl_id       VARCHAR NOT NULL,     -- key; the family's base id

@@ -134,3 +134,36 @@ def test_a_retry_whose_handoff_is_gone_skips_a_landed_batch_and_fails_an_unlande
     with build_op_context(partition_key="e9.p0-0-5", resources={"crawl": CrawlSettingsResource()}) as context, \
             pytest.raises(Failure, match="never landed"):
         list(land_batch(context, prepared=None, shards=[None]))
+
+
+def test_a_batch_run_goes_on_to_the_next_levels_each_materialised_as_its_own_partition(crawl_env, bus, store, site,
+                                                                                        instance):
+    submit_crawl(bus, build_crawl_request([site.base_url + "/"], crawl_id="levels", max_depth=3))
+    seed_keys = [r.key for r in _ranges(bus, crawl_env.seeds_topic)]
+    assert materialize([crawls], instance=instance, resources=RESOURCES,
+                       run_config={"ops": {"crawls": {"config": {"seed_ranges": seed_keys}}}}).success
+    (seed_range,) = _ranges(bus, crawl_env.frontier_topic)
+    key = batch_key(0, seed_range)
+    result = _materialize_batch(instance, key, run_config={"ops": {"frontier": {"config": {"continue_seconds": 60}}}})
+    assert result.success
+    events = [e.materialization for e in result.get_asset_materialization_events()]
+    by_asset: dict[str, list[str]] = {}
+    for m in events:
+        by_asset.setdefault(m.asset_key.to_user_string(), []).append(m.partition)
+    levels = [p for p in by_asset["pages"] if p != key]
+    assert len(levels) >= 2  # 50 messages a batch: the site's levels take several
+    assert all(sorted(by_asset[a]) == sorted([key, *levels]) for a in ("pages", "documents", "links", "frontier"))
+    assert set(levels) <= set(instance.get_dynamic_partitions("frontier_batches"))
+    # Each level starts where the one before ended, and every page within the depth landed once.
+    ends = [seed_range.end]
+    for level in levels:
+        (r,) = parse_batch_key(level)[1]
+        assert (r.partition, r.start) == (seed_range.partition, ends[-1])
+        ends.append(r.end)
+    fetched = sum(m.metadata["pages_fetched"].value + m.metadata["errors"].value  # a 404 page is an error
+                  for m in events if m.asset_key.to_user_string() == "pages")
+    expected = site.site.expected_urls_within_depth(site.base_url, 3)
+    assert sorted(u for (u,) in store.query("SELECT url FROM pages")) == sorted(expected)
+    assert fetched == len(expected)
+    own = next(m for m in events if m.asset_key.to_user_string() == "frontier" and m.partition == key)
+    assert own.metadata["levels_continued"].value == len(levels)

@@ -17,7 +17,7 @@ from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.sensors.kafka import frontier_sensor, seeds_sensor
 from tests.conftest import all_records
-from tests.unit.crawl_rows import crawl_request
+from tests.unit.crawl_rows import crawl_request, land
 
 
 def _tick(sensor, instance, cursor=None) -> SensorResult:
@@ -204,3 +204,35 @@ def test_no_batch_runs_while_dagster_yaml_leaves_frontier_partitions_unlimited(c
     write_instance_yaml(tmp_path / "wide", partitions=4)
     with DagsterInstance.from_config(str(tmp_path / "wide")) as wide:
         assert _tick(frontier_sensor, wide).run_requests
+
+
+def test_partitions_a_continuing_run_holds_are_left_to_it_and_what_it_landed_is_skipped(crawl_env, bus, store,
+                                                                                          instance, monkeypatch):
+    host_urls = [FrontierURL("c1", f"http://127.0.0.1:9/p{i}", 1) for i in range(60)]
+    assert all(publish_frontier(bus, host_urls))
+    partition = next(p for p, (_lo, hi) in bus.watermarks(crawl_env.frontier_topic).items() if hi)
+    first = _tick(frontier_sensor, instance)
+    assert [r.run_config["ops"]["frontier"]["config"] for r in first.run_requests] == [{"continue_seconds": 60.0}] * 2
+    # A batch run holding the partition is queued or running: it reads the partition's new offsets itself.
+    run = create_run_for_test(instance, job_name="crawl_batch_job", status=DagsterRunStatus.STARTED,
+                              tags={"crawl/partitions": str(partition)})
+    assert all(publish_frontier(bus, host_urls[:10]))
+    held = _tick(frontier_sensor, instance, first.cursor)
+    assert not held.run_requests
+    assert decode_cursor(held.cursor)[0][partition] == 60
+    # The run went on to offsets 60-65 and landed them, then ended: the sensor cuts only the rest.
+    land(store, batch_key(0, OffsetRange(partition, 60, 65)), [], [])
+    instance.delete_run(run.run_id)
+    after = _tick(frontier_sensor, instance, held.cursor)
+    assert [r.partition_key for r in after.run_requests] == [batch_key(0, OffsetRange(partition, 65, 70))]
+    assert decode_cursor(after.cursor)[0][partition] == 70
+
+
+def test_without_continuation_runs_queue_ahead_on_a_held_partition(crawl_env, bus, instance, monkeypatch):
+    monkeypatch.setenv("CRAWL_RUN_CONTINUE_S", "0")
+    assert all(publish_frontier(bus, [FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    partition = next(p for p, (_lo, hi) in bus.watermarks(crawl_env.frontier_topic).items() if hi)
+    create_run_for_test(instance, job_name="crawl_batch_job", status=DagsterRunStatus.STARTED,
+                        tags={"crawl/partitions": str(partition)})
+    (request,) = _tick(frontier_sensor, instance).run_requests
+    assert "frontier" not in request.run_config["ops"]
