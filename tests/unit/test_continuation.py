@@ -5,6 +5,7 @@ partitions, the cursor moved past what landed)."""
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 from crawl_platform.bus.offsets import batch_key, parse_batch_key, plan_batches
 from crawl_platform.cli.demo_site import DemoSite
@@ -60,7 +61,7 @@ def test_a_run_goes_on_level_by_level_until_its_partitions_hold_nothing_new(sett
     # With a backlog waiting (the home page links more than 15 pages), the next level is read and
     # fetched while the one before lands: its read comes before that landing.
     keys = [d.level.key for d in done]
-    assert any(order.index(("read", nxt)) < order.index(("landed", prev)) for prev, nxt in zip(keys, keys[1:]))
+    assert any(order.index(("read", nxt)) < order.index(("landed", prev)) for prev, nxt in pairwise(keys))
     assert sum(d.report.fetched + d.report.failed for d in done) == len(expected) - 1
     # The lake holds every landed batch's ranges, and nothing is left after the last level.
     assert continuation.read_model.landed_ends(0) == {seed_range.partition: ends[-1]}
