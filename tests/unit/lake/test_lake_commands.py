@@ -119,7 +119,7 @@ def test_time_travel_and_the_change_feed_as_the_readme_shows(lake_env, store, fr
 def test_backup_then_restore_gives_the_same_rows_and_hashes(lake_env, store, frontier, tmp_path, capsys):
     # More rows than DuckLake inlines into the catalog (10 an insert): the pages are Parquet files.
     land_pages(store, frontier, "c1", "b1", [f"/p{i}" for i in range(15)])
-    land_pages(store, frontier, "c2", "b2", ["/p1", "/c"])
+    land_pages(store, frontier, "c2", "e0.p1-0-2", ["/p1", "/c"])  # a batch key: its ranges land in batch_ranges
     land_copies(store, frontier, "c3", "b3")
     before = fingerprints(store)
     assert all(before[t].rows for t in TABLES)  # every table is part of the test

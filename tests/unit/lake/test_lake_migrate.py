@@ -87,8 +87,8 @@ def test_migrate_imports_every_table_of_an_old_store(lake_env, tmp_path, capsys,
     hosts = 0 if first_release else 1
     assert out.splitlines() == [f"imported {path} into sqlite:{lake_env.lake_path / 'catalog.sqlite'}: crawls 1, "
                                 f"frontier 1, pages 2, documents 2, links 2, batch_items 1, hosts {hosts}, "
-                                "page_event_batches 0, crawl_schedules 0, revisits 0, records 0, record_pages 0, "
-                                "near_duplicates 0, documents_markdown 0 rows"]
+                                "page_event_batches 0, batch_ranges 0, crawl_schedules 0, revisits 0, records 0, "
+                                "record_pages 0, near_duplicates 0, documents_markdown 0 rows"]
     lake = CrawlStore.from_settings(lake_env)
     assert lake.query("SELECT crawl_id, seeds, max_pages, user_agent, use_sitemaps FROM crawls") == [
         ("old-1", [OLD_URL], 50, None, None)]
