@@ -10,6 +10,7 @@ from crawl_platform.bus.messages import decode_crawl_request
 from crawl_platform.bus.offsets import batch_key, parse_batch_key, plan_batches
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform.urls import host_of
 from crawl_platform_dagster.assets.checks import quality_checks
 from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier, land_batch
 from crawl_platform_dagster.assets.intake import crawls, submit_crawl_job
@@ -99,8 +100,18 @@ def _register_and_fetch_level(instance, bus, crawl_env, store, seeds, crawl_id, 
     return key, _materialize_batch(instance, key, run_config=config)
 
 
-def test_a_batch_over_several_partitions_fans_out_into_host_shards_and_lands_once(crawl_env, bus, store, instance):
+def _sites_over_two_partitions(bus, partitions: int) -> list:
+    """Three demo sites, on ports whose hosts the frontier topic puts in at least two partitions
+    (random ports all land in one partition one time in sixteen)."""
     sites = [DemoSite(n_pages=5, seed=s).serve() for s in range(3)]
+    while len({bus.partition_of(host_of(s.base_url + "/").encode(), partitions) for s in sites}) < 2:
+        sites.pop().close()
+        sites.append(DemoSite(n_pages=5, seed=2).serve())
+    return sites
+
+
+def test_a_batch_over_several_partitions_fans_out_into_host_shards_and_lands_once(crawl_env, bus, store, instance):
+    sites = _sites_over_two_partitions(bus, crawl_env.topic_partitions)
     with sites[0] as a, sites[1] as b, sites[2] as c:
         seeds = [s.base_url + "/" for s in (a, b, c)]
         key, result = _register_and_fetch_level(instance, bus, crawl_env, store, seeds, "multi", shards=2)
