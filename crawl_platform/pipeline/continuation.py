@@ -36,6 +36,7 @@ from crawl_platform.config import Settings
 from crawl_platform.frontier.frontier import FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.pipeline.batch import BatchCrawler, BatchReport, PreparedBatch
+from crawl_platform.pipeline.loop import LoopPolicy
 from crawl_platform.pipeline.shard import ShardResult
 
 
@@ -90,10 +91,9 @@ class Continuation:
         crawler = BatchCrawler.from_settings(settings)
         read_model = FrontierReadModel(crawler.store)
 
-        def batch_size() -> int:
-            if settings.batch_size:
-                return settings.batch_size
-            return settings.partition_batch_size(read_model.queued_hosts() / settings.topic_partitions)
+        def batch_size() -> int:  # the sensor's policy; the hosts queued are read only for an auto size
+            hosts = 0 if settings.batch_size else read_model.queued_hosts()
+            return LoopPolicy.from_settings(settings, hosts).batch_size
 
         return cls(crawler, batch_size)
 
