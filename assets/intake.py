@@ -1,15 +1,19 @@
 """The ``crawls`` asset and the Launchpad job that submits a crawl.
 
-Seeds arrive on the Kafka seeds topic (from the CLI, the Launchpad job below, or any producer);
-the seeds sensor turns new offsets into a run of ``crawls``, which registers each crawl and puts
-its seeds on the frontier. Materialising ``crawls`` by hand with ``requeue_pending`` re-publishes
-every URL that is known but not fetched, for a broker that lost its data.
+Seeds arrive on the Kafka seeds topic (from the CLI, the Launchpad job below, or any producer).
+The seeds sensor registers each crawl of new offsets and puts its seeds on the frontier in its own
+evaluation, reporting the ``crawls`` materialisation itself (no run to start, so the first batch
+is cut at the frontier sensor's next pass); a crawl that reads sitemaps, or a very large
+submission, gets a run of ``crawls`` instead, which does the same. Materialising ``crawls`` by
+hand with ``requeue_pending`` re-publishes every URL that is known but not fetched, for a broker
+that lost its data.
 """
 
 from typing import Any
 
 from dagster import (
     AssetExecutionContext,
+    AssetMaterialization,
     Config,
     Failure,
     MaterializeResult,
@@ -23,6 +27,7 @@ from pydantic import Field
 from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.extract.rules import parse_rules
+from crawl_platform.pipeline.intake import IntakeReport
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
@@ -41,24 +46,31 @@ class IntakeConfig(Config):
 def crawls(context: AssetExecutionContext, config: IntakeConfig,
            crawl: CrawlSettingsResource) -> MaterializeResult[None]:
     intake = crawl.seed_intake()
-    registered: list[str] = []
-    dead_letters = admitted = 0
+    report = IntakeReport()
     for key in config.seed_ranges:
-        report = intake.register(OffsetRange.parse(key))
-        registered += report.crawls
-        dead_letters += report.dead_letters
-        admitted += report.admitted
+        report.add(intake.register(OffsetRange.parse(key)))
     requeued = 0
     if config.requeue_pending:
         requeued = crawl.frontier().requeue_all_pending().published
-    context.log.info(f"registered {registered}, {admitted} seeds admitted, {requeued} URLs re-published")
-    return MaterializeResult(metadata={
-        "crawls_registered": len(registered),
-        "crawl_ids": ", ".join(registered) or "-",
-        "seeds_admitted": admitted,
-        "dead_letters": dead_letters,
+    context.log.info(f"registered {report.crawls}, {report.admitted} seeds admitted, {requeued} URLs re-published")
+    return MaterializeResult(metadata=intake_metadata(report, requeued))
+
+
+def intake_metadata(report: IntakeReport, requeued: int = 0) -> dict[str, Any]:
+    """The ``crawls`` materialisation's metadata, from a run of the asset or the seeds sensor."""
+    return {
+        "crawls_registered": len(report.crawls),
+        "crawl_ids": ", ".join(report.crawls) or "-",
+        "seeds_admitted": report.admitted,
+        "dead_letters": report.dead_letters,
         "requeued": requeued,
-    })
+    }
+
+
+def crawls_materialization(report: IntakeReport, ranges: list[str]) -> AssetMaterialization:
+    """What the seeds sensor reports when it registered ``ranges`` itself (a runless event of ``crawls``)."""
+    return AssetMaterialization(asset_key=crawls.key, metadata=intake_metadata(report),
+                                description=f"registered by the seeds sensor: {', '.join(ranges)}")
 
 
 class CrawlRequestConfig(Config):

@@ -44,7 +44,7 @@ from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.urls import canonicalize
 from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses
+from crawl_platform_dagster.stack import DagsterProcesses, create_lake
 
 CRAWL_ID = "bench"
 WRITER_POOL_LIMIT = 0  # steps of the crawl_duckdb_writer pool at once, 0: the instance's default (--writer-pool-limit)
@@ -236,6 +236,7 @@ def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site
              reader: bool = False) -> None:
     write_instance_yaml(settings.dagster_home, max_concurrent_runs=max_concurrent_runs,
                         partitions=settings.topic_partitions, writer_pool_limit=WRITER_POOL_LIMIT or None)
+    create_lake(settings)  # as `crawl-platform up` does before Dagster starts
     dagster = DagsterProcesses(env, workdir / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
     try:
         dagster.start()

@@ -27,6 +27,9 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
+from crawl_platform.store.extensions import ExtensionError
 from crawl_platform_dagster.instance import (
     celery_run_config,
     missing_limits_hint,
@@ -198,6 +201,20 @@ def create_instance_storage(home: Path) -> None:
         instance.all_instigator_state()
 
 
+def create_lake(settings: Settings) -> str | None:
+    """Create the lake (its catalog and tables) if it is new, before the first crawl: otherwise the
+    first submission pays for it (about 0.8 s on the way to its first row). Returns None, or one
+    line saying why the lake is out of reach (the crawl commands and the runs then report it)."""
+    store = CrawlStore.from_settings(settings)
+    try:
+        store.ensure_schema()
+    except (StoreUnavailableError, StoreBusyError, ExtensionError) as err:
+        return one_line(str(err)) or type(err).__name__
+    finally:
+        store.close()  # this process only supervises: it keeps no lake attached
+    return None
+
+
 def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int = 0) -> int:
     """Run everything in the foreground until Ctrl-C or SIGTERM; returns the exit code."""
     if port_open("127.0.0.1", port):
@@ -212,6 +229,9 @@ def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int =
         print(f"crawl-platform: {unlimited}", file=sys.stderr)
         return 2
     create_instance_storage(home)
+    lake_error = create_lake(settings)
+    if lake_error:
+        print(f"crawl-platform: warning: the lake is out of reach for now: {lake_error}", file=sys.stderr)
     logs = home / "crawl-platform-logs"  # Dagster itself owns DAGSTER_HOME/logs
     logs.mkdir(parents=True, exist_ok=True)
     broker = None

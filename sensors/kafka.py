@@ -26,8 +26,10 @@ from dagster import (
 
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.config import Settings
 from crawl_platform.frontier.read_model import FrontierReadModel
+from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.loop import (
     ORPHAN_AFTER_S,
     FrontierPlan,
@@ -43,6 +45,7 @@ from crawl_platform.pipeline.loop import (
 from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.assets.control import crawl_control_job
 from crawl_platform_dagster.assets.crawl_batch import frontier_batches
+from crawl_platform_dagster.assets.intake import crawls_materialization
 from crawl_platform_dagster.assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_intake_job
 from crawl_platform_dagster.instance import (
     PARTITION_TAG_PREFIX,
@@ -225,7 +228,7 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     job=crawl_intake_job,
     minimum_interval_seconds=1,
     default_status=DefaultSensorStatus.RUNNING,
-    description="Registers crawls submitted to the seeds topic.",
+    description="Registers crawls submitted to the seeds topic (an intake run for those that read sitemaps).",
 )
 def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
@@ -240,12 +243,22 @@ def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource)
         context.log.warning("the seeds topic lost its log: crawls submitted but not yet registered are gone")
     if plan.run_key is None:
         return SensorResult(skip_reason="no new crawl requests", cursor=plan.cursor)
+    # Registered here, at once, as the intake run would (no run start between a submission and its
+    # first batch); what needs the network (sitemaps) or is very large, or what the lake or the
+    # broker refused, goes to an intake run, which registers it idempotently.
+    intake = SeedIntake(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings))
+    report, rest, why = intake.register_here([OffsetRange.parse(key) for key in plan.range_keys])
+    done = plan.range_keys[:len(plan.range_keys) - len(rest)]
+    if rest:
+        context.log.info(f"seeds {', '.join(r.key for r in rest)} go to an intake run: {why}")
+    if done:
+        context.log.info(f"registered {report.crawls}, {report.admitted} seeds admitted")
     return SensorResult(
-        run_requests=[RunRequest(run_key=plan.run_key,
-                                 run_config={"ops": {"crawls": {"config": {"seed_ranges": plan.range_keys}}}})],
+        run_requests=[RunRequest(run_key=plan.run_key, run_config={"ops": {"crawls": {"config": {
+            "seed_ranges": [r.key for r in rest]}}}})] if rest else [],
+        asset_events=[crawls_materialization(report, done)] if done else [],
         cursor=plan.cursor,
     )
-
 
 @sensor(
     job=crawl_control_job,

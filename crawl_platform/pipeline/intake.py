@@ -1,10 +1,11 @@
 """Seed intake: register the crawl requests of a seeds-topic offset range and admit their seeds.
 
-:class:`SeedIntake` is what the ``crawls`` asset runs for each offset range the seeds sensor
-hands it. A crawl submitted with ``use_sitemaps`` also gets the in-scope URLs of its seed
-hosts' sitemaps (:mod:`crawl_platform.fetch.sitemaps`), read within each host's politeness through
-the ``hosts`` table (:mod:`crawl_platform.store.hosts`) before its seeds are published. Bad
-requests go to the dead-letter topic.
+:class:`SeedIntake` is what the seeds sensor runs for each new offset range of the seeds topic,
+in its own evaluation, when the range asks for no network work (:meth:`SeedIntake.run_needed`);
+otherwise the ``crawls`` asset runs it in an intake run. A crawl submitted with ``use_sitemaps``
+also gets the in-scope URLs of its seed hosts' sitemaps (:mod:`crawl_platform.fetch.sitemaps`),
+read within each host's politeness through the ``hosts`` table (:mod:`crawl_platform.store.hosts`)
+before its seeds are published. Bad requests go to the dead-letter topic.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from crawl_platform.bus.base import Bus
+from crawl_platform.bus.base import Bus, BusError
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import CrawlRequest, DeadLetter, MessageDecodeError, decode_crawl_request
 from crawl_platform.bus.offsets import OffsetRange
@@ -24,8 +25,15 @@ from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.sitemaps import discover_sitemap_urls
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
+from crawl_platform.store.extensions import ExtensionError
 from crawl_platform.store.hosts import load_hosts, save_hosts
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
+
+# Most seeds a seeds-topic range may hold to be registered in the seeds sensor's own evaluation
+# (admitted and published in about a second); a larger submission gets an intake run, which has no
+# evaluation timeout.
+INLINE_SEEDS_MAX = 5_000
 
 
 @dataclass
@@ -34,6 +42,12 @@ class IntakeReport:
     dead_letters: int = 0
     admitted: int = 0
     published: int = 0
+
+    def add(self, other: IntakeReport) -> None:
+        self.crawls += other.crawls
+        self.dead_letters += other.dead_letters
+        self.admitted += other.admitted
+        self.published += other.published
 
 
 class SeedIntake:
@@ -53,6 +67,41 @@ class SeedIntake:
     def from_settings(cls, settings: Settings) -> SeedIntake:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
                    Fetcher.from_settings(settings))
+
+    def run_needed(self, offsets: OffsetRange) -> str | None:
+        """Why the range needs an intake run rather than the seeds sensor's own evaluation: a
+        crawl in it reads sitemaps (network work, under politeness), or it holds more than
+        :data:`INLINE_SEEDS_MAX` seeds. None when the sensor can register it at once."""
+        seeds = 0
+        for rec in self.bus.read_range(self.bus.seeds_topic, offsets):
+            try:
+                request = decode_crawl_request(rec.value)
+            except MessageDecodeError:
+                continue  # a dead letter either way
+            if request.use_sitemaps and request.max_depth >= 1:
+                return f"crawl {request.crawl_id} reads sitemaps"
+            seeds += len(request.seeds)
+            if seeds > INLINE_SEEDS_MAX:
+                return f"more than {INLINE_SEEDS_MAX:,} seeds"
+        return None
+
+    def register_here(self, ranges: list[OffsetRange]) -> tuple[IntakeReport, list[OffsetRange], str]:
+        """Register ``ranges`` in this process, in order, up to the first that needs an intake run
+        (:meth:`run_needed`) or whose registration failed because the lake or the broker is out of
+        reach. Returns what was registered, the ranges left for an intake run, and why (empty when
+        none is left). Registration is idempotent per crawl id, so a range the run takes again
+        adds nothing twice."""
+        report = IntakeReport()
+        for index, offsets in enumerate(ranges):
+            try:
+                why = self.run_needed(offsets)
+                if why is None:
+                    report.add(self.register(offsets))
+                    continue
+            except (StoreUnavailableError, StoreBusyError, ExtensionError, BusError) as err:
+                why = one_line(str(err)) or type(err).__name__
+            return report, ranges[index:], why
+        return report, [], ""
 
     def register(self, offsets: OffsetRange) -> IntakeReport:
         report = IntakeReport()

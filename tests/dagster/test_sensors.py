@@ -76,14 +76,43 @@ def test_frontier_sensor_holds_back_while_the_run_queue_is_full(crawl_env, bus, 
     assert "queue full" in result.skip_reason.skip_message
 
 
-def test_seeds_sensor_requests_one_intake_run_per_tick(crawl_env, bus, instance):
+def test_seeds_sensor_registers_crawls_itself_and_reports_the_crawls_asset(crawl_env, bus, store, instance):
+    crawl_ids = []
     for seed in ("http://127.0.0.1:9/", "http://127.0.0.1:8/"):
-        submit_crawl(bus, build_crawl_request([seed]))
+        request = build_crawl_request([seed])
+        crawl_ids.append(request.crawl_id)
+        submit_crawl(bus, request)
     result = _tick(seeds_sensor, instance)
-    assert len(result.run_requests) == 1
-    ranges = result.run_requests[0].run_config["ops"]["crawls"]["config"]["seed_ranges"]
-    assert sum(OffsetRange.parse(k).end - OffsetRange.parse(k).start for k in ranges) == 2
-    assert not _tick(seeds_sensor, instance, result.cursor).run_requests
+    assert not result.run_requests  # no intake run: registered in the sensor's evaluation
+    assert {row[0] for row in store.query("SELECT crawl_id FROM crawls")} == set(crawl_ids)
+    published = sorted(rec.value for rec in all_records(bus, crawl_env.frontier_topic))
+    assert len(published) == 2  # both seeds are on the frontier for the frontier sensor's next pass
+    (event,) = result.asset_events
+    assert event.asset_key.to_user_string() == "crawls"
+    assert event.metadata["crawls_registered"].value == 2
+    assert event.metadata["seeds_admitted"].value == 2
+    assert set(event.metadata["crawl_ids"].value.split(", ")) == set(crawl_ids)
+    again = _tick(seeds_sensor, instance, result.cursor)
+    assert not again.run_requests
+    assert not again.asset_events
+
+
+def test_a_crawl_that_reads_sitemaps_goes_to_an_intake_run(crawl_env, bus, store, instance):
+    plain = build_crawl_request(["http://127.0.0.1:9/"], crawl_id="plain")
+    mapped = build_crawl_request(["http://127.0.0.1:8/"], crawl_id="mapped", use_sitemaps=True)
+    for request in (plain, mapped):
+        submit_crawl(bus, request)
+    result = _tick(seeds_sensor, instance)
+    (run,) = result.run_requests
+    left = [OffsetRange.parse(k) for k in run.run_config["ops"]["crawls"]["config"]["seed_ranges"]]
+    intake = SeedIntake(bus, store)
+    assert any(intake.run_needed(r) for r in left)  # the sitemaps crawl is among them
+    registered = {row[0] for row in store.query("SELECT crawl_id FROM crawls")}
+    assert "mapped" not in registered  # left for the run, which fetches its sitemaps
+    assert validate_run_config(defs.resolve_job_def("crawl_intake_job"), run.run_config)
+    for offsets in left:
+        intake.register(offsets)
+    assert {row[0] for row in store.query("SELECT crawl_id FROM crawls")} == {"plain", "mapped"}
 
 
 def test_frontier_sensor_run_config_is_valid_for_the_batch_job(crawl_env, bus, instance):
@@ -175,10 +204,7 @@ def test_a_burst_from_a_batching_producer_is_registered_and_dead_lettered_in_ful
         batching_producer.send(crawl_env.seeds_topic, key=b"one-partition", value=payload)
     batching_producer.flush(10)
     result = _tick(seeds_sensor, instance)
-    (run,) = result.run_requests
-    intake = SeedIntake(bus, store)
-    for key in run.run_config["ops"]["crawls"]["config"]["seed_ranges"]:
-        intake.register(OffsetRange.parse(key))
+    assert not result.run_requests  # registered in the sensor's own evaluation
     registered = {row[0] for row in store.query("SELECT crawl_id FROM crawls")}
     assert registered == {f"burst-{i}" for i in range(10)}
     letters = [decode_dead_letter(rec.value) for rec in all_records(bus, crawl_env.dead_letter_topic)]

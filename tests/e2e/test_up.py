@@ -62,7 +62,13 @@ def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
             pytest.fail("demo crawl did not finish:\n" + status.stdout + "".join(lines))
         runs = _graphql(ui_port, "{ runsOrError { ... on Runs { results { status jobName } } } }")
         succeeded = {r["jobName"] for r in runs["runsOrError"]["results"] if r["status"] == "SUCCESS"}
-        assert {"crawl_intake_job", "crawl_batch_job"} <= succeeded
+        assert "crawl_batch_job" in succeeded
+        # The seeds sensor registered the crawl itself (no intake run) and reported `crawls`.
+        crawls = _graphql(ui_port, '{ assetOrError(assetKey: {path: ["crawls"]}) { ... on Asset { '
+                                   'assetMaterializations(limit: 5) { metadataEntries { label } } } } }')
+        events = crawls["assetOrError"]["assetMaterializations"]
+        assert events
+        assert {"crawls_registered", "seeds_admitted"} <= {e["label"] for e in events[0]["metadataEntries"]}
         repos = _graphql(ui_port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { "
                                   "sensors { name sensorState { status } } } } } }")
         states = {s["name"]: s["sensorState"]["status"]
