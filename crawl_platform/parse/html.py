@@ -13,10 +13,12 @@ page also gets its main content (text without boilerplate, language, SimHash) fr
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urljoin
 
 from crawl_platform.parse.encoding import decode_html
 from crawl_platform.parse.main_text import MainContent, extract_main_content
@@ -76,33 +78,44 @@ def parse_html(body: bytes, base_url: str, content_type: str | None = None,
 
 def _parse_lxml(markup: str, base_url: str) -> ParsedPage:
     import lxml.etree  # noqa: PLC0415
-    import lxml.html  # noqa: PLC0415
 
     parser = getattr(_local, "lxml_parser", None)
     if parser is None:
-        # huge_tree lifts libxml2's nesting limit from 256 to 2048 elements, past which it silently drops
-        # the rest of a page; the size limits it also lifts are the fetcher's job (the body cap).
-        parser = _local.lxml_parser = lxml.html.HTMLParser(huge_tree=True)
-    try:
-        doc = lxml.html.document_fromstring(markup, parser=parser)
-    except lxml.etree.ParserError:
+        # lxml.etree's own HTML parser, not lxml.html's: the same tree, without lxml.html's Python
+        # lookup of an element class for every element an iteration touches (a tenth of the parse of
+        # the Python docs). huge_tree lifts libxml2's nesting limit from 256 to 2048 elements, past
+        # which it silently drops the rest of a page; the size limits it also lifts are the
+        # fetcher's job (the body cap).
+        parser = _local.lxml_parser = lxml.etree.HTMLParser(huge_tree=True)
+    doc = lxml.etree.fromstring(markup, parser)
+    if doc is None:
         # A document lxml gives up on (nothing but a comment, say): BeautifulSoup is more lenient.
         return _parse_bs4(markup, base_url)
     base = doc.find(".//base[@href]")
     if base is not None:
-        base_url = lxml.html.urljoin(base_url, base.get("href"))
+        base_url = urljoin(base_url, base.get("href"))
     title_el = doc.find(".//title")
-    title = _squash(title_el.text_content()) if title_el is not None else None
-    raw = [(a.get("href") or "", a.text_content()) for a in doc.iter("a") if a.get("href")]
+    title = _squash(_text_content(title_el)) if title_el is not None else None
+    raw = [(a.get("href") or "", _text_content(a)) for a in doc.iter("a") if a.get("href")]
     lxml.etree.strip_elements(doc, "script", "style", "noscript", "template", with_tail=False)
     body_el = doc.find("body")
     text = _squash(" ".join((body_el if body_el is not None else doc).itertext()))
     return ParsedPage(title or None, text, _collect(base_url, raw))
 
 
-def _parse_bs4(markup: str, base_url: str) -> ParsedPage:
-    from urllib.parse import urljoin  # noqa: PLC0415
+def _text_content(element: Any) -> str:
+    """An element's text with its descendants', as lxml.html's ``text_content()`` gives it."""
+    return str(_string_xpath()(element))
 
+
+@functools.cache
+def _string_xpath() -> Any:
+    import lxml.etree  # noqa: PLC0415
+
+    return lxml.etree.XPath("string()", smart_strings=False)  # lxml.html's own, for text_content()
+
+
+def _parse_bs4(markup: str, base_url: str) -> ParsedPage:
     from bs4 import BeautifulSoup  # noqa: PLC0415
 
     soup = BeautifulSoup(markup, "lxml")
