@@ -7,6 +7,8 @@ writes to a page. Two things are done here once, for all of them:
   which is closed again: the extension libraries stay mapped, so a run's own first ``LOAD`` costs
   about 0.2 CPU s instead of 0.6 (about a third of a small batch run's CPU). No database or
   connection is left open across the fork. Should it fail, each run loads (and reports) them itself.
+- the columns of ``schema.sql`` are read once (an in-memory DuckDB, closed again), which every run
+  compares with its lake's when it attaches it (:func:`crawl_platform.store.schema.schema_upgrade`).
 - ``gc.freeze()``: Python's cyclic garbage collector writes to every object it examines, so a
   run's first full collection would copy most of the modules preloaded before it. Frozen, the
   imported modules stay shared, and the runs' own objects are collected as usual.
@@ -21,6 +23,7 @@ from crawl_platform.config import Settings
 from crawl_platform.store.database import new_engine
 from crawl_platform.store.extensions import ExtensionError, load_extensions
 from crawl_platform.store.location import LakeLocation
+from crawl_platform.store.schema import schema_columns
 
 
 def _map_lake_extensions() -> None:
@@ -30,6 +33,7 @@ def _map_lake_extensions() -> None:
         load_extensions(con, kind)
     finally:
         con.close()
+    schema_columns()
 
 
 with contextlib.suppress(ExtensionError, duckdb.Error, ValueError):

@@ -19,7 +19,7 @@ TABLES = ("crawls", "frontier", "pages", "documents", "links", "batch_items", "h
 
 
 @functools.cache
-def _schema_columns() -> dict[str, dict[str, str]]:
+def schema_columns() -> dict[str, dict[str, str]]:
     """Each table of :file:`schema.sql` and its columns with their types, in order (read once, by
     running the file in a throwaway in-memory DuckDB)."""
     con = duckdb.connect()
@@ -46,15 +46,24 @@ def schema_upgrade(con: duckdb.DuckDBPyConnection, alias: str) -> list[str]:
     current; the whole file for a new lake; otherwise the missing tables (the file's
     ``CREATE TABLE IF NOT EXISTS``) and an ``ALTER TABLE ... ADD COLUMN`` per column added since
     the lake was created (they read as NULL in the rows already there)."""
-    # This lake's own tables: duckdb_tables() would read every lake the process attached, and one
-    # unreachable catalog among them would stop every other lake from opening.
-    present = {row[0] for row in con.execute(
-        f"SELECT DISTINCT table_name FROM ducklake_table_info(?) WHERE table_name IN {TABLES}", [alias]).fetchall()}
+    # This lake's own tables and their columns, in one read of its catalog (DuckLake's metadata
+    # tables, attached as __ducklake_metadata_<alias>): duckdb_columns() would read every lake the
+    # process attached, and one unreachable catalog among them would stop every other lake from
+    # opening; a DESCRIBE per table cost each new run process about 0.1 s.
+    meta = f"__ducklake_metadata_{alias}"
+    rows = con.execute(
+        f"""SELECT t.table_name, c.column_name FROM {meta}.ducklake_table t
+            JOIN {meta}.ducklake_schema s ON s.schema_id = t.schema_id AND s.end_snapshot IS NULL
+            JOIN {meta}.ducklake_column c ON c.table_id = t.table_id AND c.end_snapshot IS NULL
+            WHERE t.end_snapshot IS NULL AND s.schema_name = 'main' AND c.parent_column IS NULL
+              AND t.table_name IN {TABLES}""").fetchall()
+    present: dict[str, set[str]] = {}
+    for table, column in rows:
+        present.setdefault(table, set()).add(column)
     if not present:
         return [_schema_sql()]
-    upgrade = [] if present >= set(TABLES) else [_schema_sql()]
+    upgrade = [] if set(present) >= set(TABLES) else [_schema_sql()]
     for table in sorted(present):
-        have = {row[0] for row in con.execute(f"DESCRIBE {alias}.main.{table}").fetchall()}
         upgrade += [f"ALTER TABLE {alias}.main.{table} ADD COLUMN {column} {data_type}"
-                    for column, data_type in _schema_columns()[table].items() if column not in have]
+                    for column, data_type in schema_columns()[table].items() if column not in present[table]]
     return upgrade
