@@ -93,12 +93,12 @@ def submit_crawl(bus: Bus, request: CrawlRequest) -> None:
 
 
 def register_now(store: CrawlStore, bus: Bus, request: CrawlRequest) -> str | None:
-    """Register a submitted crawl and put its seeds on the frontier topic at once, as the intake
-    run of its seeds-topic message would; that run then finds it registered and adds nothing
-    (registration is idempotent per crawl id, under the lake's write lock). Returns None when
-    done, else one line saying why not: the lake or the broker is not reachable from here, or
-    the crawl reads sitemaps (their URLs come with the intake run, and until then the crawl
-    would look finished once its seeds are fetched). The intake run registers it then."""
+    """Register a submitted crawl and put its seeds on the frontier topic at once, as the seeds
+    sensor does with its seeds-topic message; the sensor then finds it registered and adds
+    nothing (registration is idempotent per crawl id, under the lake's write lock). Returns None
+    when done, else one line saying why not: the lake or the broker is not reachable from here,
+    or the crawl reads sitemaps (their URLs come with its intake run, and until then the crawl
+    would look finished once its seeds are fetched). The seeds sensor or that run registers it then."""
     if request.use_sitemaps:
         return "it reads sitemaps, which the intake run fetches"
     try:
