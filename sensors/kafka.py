@@ -260,6 +260,7 @@ def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource)
         cursor=plan.cursor,
     )
 
+
 @sensor(
     job=crawl_control_job,
     minimum_interval_seconds=5,
