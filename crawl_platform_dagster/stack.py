@@ -26,10 +26,9 @@ from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker, 
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
-from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform.pipeline.submission import OUT_OF_REACH, build_crawl_request, submit_crawl
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
-from crawl_platform.store.extensions import ExtensionError
+from crawl_platform.store.errors import one_line
 from crawl_platform_dagster.instance import (
     celery_run_config,
     missing_limits_hint,
@@ -208,7 +207,7 @@ def create_lake(settings: Settings) -> str | None:
     store = CrawlStore.from_settings(settings)
     try:
         store.ensure_schema()
-    except (StoreUnavailableError, StoreBusyError, ExtensionError) as err:
+    except OUT_OF_REACH as err:
         return one_line(str(err)) or type(err).__name__
     finally:
         store.close()  # this process only supervises: it keeps no lake attached

@@ -33,10 +33,11 @@ def _map_lake_extensions() -> None:
         load_extensions(con, kind)
     finally:
         con.close()
-    schema_columns()
 
 
 with contextlib.suppress(ExtensionError, duckdb.Error, ValueError):
     _map_lake_extensions()
+with contextlib.suppress(duckdb.Error):
+    schema_columns()
 gc.collect()
 gc.freeze()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from crawl_platform.bus.base import Bus, BusError
+from crawl_platform.bus.base import Bus, Record
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import CrawlRequest, DeadLetter, MessageDecodeError, decode_crawl_request
 from crawl_platform.bus.offsets import OffsetRange
@@ -24,9 +24,9 @@ from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.sitemaps import discover_sitemap_urls
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.submission import OUT_OF_REACH
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
-from crawl_platform.store.extensions import ExtensionError
+from crawl_platform.store.errors import one_line
 from crawl_platform.store.hosts import load_hosts, save_hosts
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
 
@@ -72,18 +72,7 @@ class SeedIntake:
         """Why the range needs an intake run rather than the seeds sensor's own evaluation: a
         crawl in it reads sitemaps (network work, under politeness), or it holds more than
         :data:`INLINE_SEEDS_MAX` seeds. None when the sensor can register it at once."""
-        seeds = 0
-        for rec in self.bus.read_range(self.bus.seeds_topic, offsets):
-            try:
-                request = decode_crawl_request(rec.value)
-            except MessageDecodeError:
-                continue  # a dead letter either way
-            if request.use_sitemaps and request.max_depth >= 1:
-                return f"crawl {request.crawl_id} reads sitemaps"
-            seeds += len(request.seeds)
-            if seeds > INLINE_SEEDS_MAX:
-                return f"more than {INLINE_SEEDS_MAX:,} seeds"
-        return None
+        return _run_needed(self.bus.read_range(self.bus.seeds_topic, offsets))
 
     def register_here(self, ranges: list[OffsetRange]) -> tuple[IntakeReport, list[OffsetRange], str]:
         """Register ``ranges`` in this process, in order, up to the first that needs an intake run
@@ -94,19 +83,23 @@ class SeedIntake:
         report = IntakeReport()
         for index, offsets in enumerate(ranges):
             try:
-                why = self.run_needed(offsets)
+                records = self.bus.read_range(self.bus.seeds_topic, offsets)  # read once, for both
+                why = _run_needed(records)
                 if why is None:
-                    report.add(self.register(offsets))
+                    report.add(self._register(records))
                     continue
-            except (StoreUnavailableError, StoreBusyError, ExtensionError, BusError) as err:
+            except OUT_OF_REACH as err:
                 why = one_line(str(err)) or type(err).__name__
             return report, ranges[index:], why
         return report, [], ""
 
     def register(self, offsets: OffsetRange) -> IntakeReport:
+        return self._register(self.bus.read_range(self.bus.seeds_topic, offsets))
+
+    def _register(self, records: list[Record]) -> IntakeReport:
         report = IntakeReport()
         letters = []
-        for rec in self.bus.read_range(self.bus.seeds_topic, offsets):
+        for rec in records:
             try:
                 request = decode_crawl_request(rec.value)
                 if request.extract_rules:  # a producer other than ours may send rules that do not parse
@@ -160,3 +153,19 @@ class SeedIntake:
                 with self.store.write() as con:
                     save_hosts(con, learned, datetime.now(UTC).replace(tzinfo=None))
         return list(urls)
+
+
+def _run_needed(records: list[Record]) -> str | None:
+    """See :meth:`SeedIntake.run_needed`."""
+    seeds = 0
+    for rec in records:
+        try:
+            request = decode_crawl_request(rec.value)
+        except MessageDecodeError:
+            continue  # a dead letter either way
+        if request.use_sitemaps and request.max_depth >= 1:
+            return f"crawl {request.crawl_id} reads sitemaps"
+        seeds += len(request.seeds)
+        if seeds > INLINE_SEEDS_MAX:
+            return f"more than {INLINE_SEEDS_MAX:,} seeds"
+    return None

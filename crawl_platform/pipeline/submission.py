@@ -92,6 +92,11 @@ def submit_crawl(bus: Bus, request: CrawlRequest) -> None:
         raise BusError(f"the broker did not confirm crawl {request.crawl_id}")
 
 
+# What makes a registration impossible from here for now (the lake or the broker out of reach): the
+# CLI, the seeds sensor and `up` leave the work to a later attempt or a run and say why in one line.
+OUT_OF_REACH = (StoreUnavailableError, StoreBusyError, ExtensionError, BusError)
+
+
 def register_now(store: CrawlStore, bus: Bus, request: CrawlRequest) -> str | None:
     """Register a submitted crawl and put its seeds on the frontier topic at once, as the seeds
     sensor does with its seeds-topic message; the sensor then finds it registered and adds
@@ -103,7 +108,7 @@ def register_now(store: CrawlStore, bus: Bus, request: CrawlRequest) -> str | No
         return "it reads sitemaps, which the intake run fetches"
     try:
         Frontier(store, bus).register(request)
-    except (StoreUnavailableError, StoreBusyError, ExtensionError, BusError) as err:
+    except OUT_OF_REACH as err:
         return one_line(str(err)) or type(err).__name__
     return None
 
