@@ -10,7 +10,9 @@ hands over to it after two things that cut the time from a submitted seed to its
   first row 14.6 s instead of 5.8 s, docs/benchmarks.md, session 8). Here the launcher is created
   once before the daemon starts and, when it is a :class:`ForkRunLauncher`, its fork server is
   started and imports while the daemon starts up. Python's ``multiprocessing`` keeps one fork server
-  per process, so the launcher the daemon creates later forks from the same one.
+  per process, so the launcher the daemon creates later forks from the same one. Once the server
+  has imported everything the daemon prints :data:`WARM_MESSAGE`;
+  ``crawl-platform up`` waits for it before it says the stack is ready.
 - **The sensor loop is ``CRAWL_SENSOR_LOOP_S`` (1 s).** Dagster's sensor daemon passes over the
   sensors every 5 s (``dagster._daemon.sensor.MIN_INTERVAL_LOOP_TIME``, a module constant with no
   setting), whatever a sensor's ``minimum_interval_seconds``. A crawl waits for two sensors in
@@ -30,6 +32,10 @@ from __future__ import annotations
 
 import sys
 
+WARM_MESSAGE = "crawl-platform: the run fork server is warm"
+"""What the daemon prints once its fork server has imported everything (``crawl-platform up`` and
+the benchmarks wait for it): from then on a run starts without waiting for imports."""
+
 
 def start_fork_server() -> bool:
     """Start the fork server of the instance's run launcher, if it is a :class:`ForkRunLauncher`;
@@ -38,11 +44,14 @@ def start_fork_server() -> bool:
 
     from crawl_platform_dagster.launcher import ForkRunLauncher  # noqa: PLC0415
 
+    def announce(seconds: float) -> None:
+        print(f"{WARM_MESSAGE} ({seconds:.1f} s after the daemon started it)", file=sys.stderr, flush=True)
+
     with DagsterInstance.get() as instance:
         launcher = instance.run_launcher
         if not isinstance(launcher, ForkRunLauncher):
             return False
-        launcher.start_fork_server()
+        launcher.start_fork_server(announce)
         return True
 
 

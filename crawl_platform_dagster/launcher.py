@@ -25,7 +25,8 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dagster import Array, Field
@@ -45,6 +46,10 @@ Expectations for the check runs. Importing Great Expectations costs about 4 CPU 
 quality run paid before its first check (most of its 8 s); a batch run never touches it, and no
 other process imports it. ``crawl_platform_dagster.warm`` comes last: it freezes what the others
 imported out of the garbage collector's reach, so forked runs keep sharing those pages."""
+
+
+def _warm_up() -> None:
+    """The body of the one process forked at start-up: nothing; it only proves the server forks."""
 
 
 TAGGED_WAIT_S = 60.0
@@ -113,11 +118,27 @@ class ForkRunLauncher(RunLauncher, ConfigurableClass):
             self._context = context
         return self._context
 
-    def start_fork_server(self) -> None:
+    def start_fork_server(self, warm: Callable[[float], None] | None = None) -> threading.Thread:
         """Start the fork server now (it imports ``preload_modules`` in the background) rather than
-        at the first launch; :mod:`crawl_platform_dagster.daemon` calls this as the daemon starts."""
-        self._fork_context()
+        at the first launch; :mod:`crawl_platform_dagster.daemon` calls this as the daemon starts.
+
+        A background thread then forks one process that does nothing. The fork server reads that
+        request only once it has imported everything, so when the process has ended the server is
+        warm, and ``warm`` is called with the seconds it took. Returns that thread."""
+        context = self._fork_context()
         multiprocessing.forkserver.ensure_running()
+        started = time.monotonic()
+
+        def warm_up() -> None:
+            process = context.Process(target=_warm_up, name="dagster-run-warm-up")
+            process.start()
+            process.join()
+            if warm is not None:
+                warm(time.monotonic() - started)
+
+        thread = threading.Thread(target=warm_up, name="fork-server-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run

@@ -29,6 +29,7 @@ from crawl_platform.config import Settings
 from crawl_platform.pipeline.submission import OUT_OF_REACH, build_crawl_request, submit_crawl
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import one_line
+from crawl_platform_dagster.daemon import WARM_MESSAGE
 from crawl_platform_dagster.instance import (
     celery_run_config,
     missing_limits_hint,
@@ -63,6 +64,7 @@ class DagsterProcesses:
         self.webserver_port = webserver_port
         self.workspace = workspace
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.log_starts: dict[str, int] = {}
         self._socket_dir: str | None = None
 
     def _code_server_argv(self, socket_path: str) -> list[str]:
@@ -109,6 +111,7 @@ class DagsterProcesses:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
+        self.log_starts[name] = log.tell()  # the log is appended to: what this start wrote comes after
         self.processes[name] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                                 start_new_session=True)
 
@@ -120,6 +123,22 @@ class DagsterProcesses:
             if any(p.poll() is not None for p in self.processes.values()):
                 return False
             time.sleep(0.5)
+        return False
+
+    def wait_warm(self, timeout_s: float = 120.0) -> bool:
+        """Wait until the daemon says its run fork server is warm (:data:`WARM_MESSAGE`); False
+        after ``timeout_s``, when a process died, or at once when the instance's run launcher is
+        not the fork launcher (nothing to wait for)."""
+        yaml = Path(self.env.get("DAGSTER_HOME", "")) / "dagster.yaml"
+        if "ForkRunLauncher" not in (yaml.read_text() if yaml.is_file() else ""):
+            return False
+        log, marker = self.log_dir / "daemon.log", WARM_MESSAGE.encode()
+        start = self.log_starts.get("daemon", 0)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self.dead():
+            if log.exists() and marker in log.read_bytes()[start:]:
+                return True
+            time.sleep(0.25)
         return False
 
     def dead(self) -> list[str]:
@@ -250,6 +269,8 @@ def run_stack(settings: Settings, port: int, demo_pages: int, broker_port: int =
             print(f"crawl-platform: Dagster did not start; see {logs}", file=sys.stderr)
             return 1
         print(f"Dagster UI: http://127.0.0.1:{port}   lake: {child_settings.lake_path}", flush=True)
+        if dagster.wait_warm():
+            print("runs start warm: the run fork server has imported the definitions", flush=True)
         if demo_pages:
             site = _serve_and_submit_demo(child_settings, demo_pages)
         print("crawl your own sites with `crawl-platform crawl URL`; Ctrl-C stops everything", flush=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
+from crawl_platform_dagster.daemon import WARM_MESSAGE
 from crawl_platform_dagster.instance import write_instance_yaml
 from crawl_platform_dagster.stack import instance_processes
 
@@ -42,7 +43,7 @@ def _sensor_checks(log: Path) -> list[datetime]:
     return [datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S") for m in CHECK_LINE.finditer(text)]
 
 
-def test_the_fork_server_runs_before_any_run_and_a_one_second_sensor_is_evaluated_every_second(tmp_path):
+def test_the_fork_server_is_warm_before_any_run_and_a_one_second_sensor_is_evaluated_every_second(tmp_path):
     home = tmp_path / "home"
     yaml = write_instance_yaml(home)
     # The launcher of `up`, with a fork server that imports nothing heavy.
@@ -63,11 +64,13 @@ def test_the_fork_server_runs_before_any_run_and_a_one_second_sensor_is_evaluate
         while time.monotonic() < deadline and daemon.poll() is None:
             fork_servers = fork_servers or instance_processes(str(home), (b"multiprocessing.forkserver",))
             checks = _sensor_checks(log)
-            if fork_servers and len(checks) >= 6:
+            if fork_servers and len(checks) >= 6 and WARM_MESSAGE in log.read_text(errors="replace"):
                 break
             time.sleep(0.5)
         assert daemon.poll() is None, log.read_text(errors="replace")
         assert fork_servers, "no fork server of the daemon's instance"
+        # It forked one process to know when it was warm (`up` waits for this line), and no run.
+        assert WARM_MESSAGE in log.read_text(errors="replace")
         with DagsterInstance.from_config(str(home)) as instance:
             assert instance.get_runs_count() == 0  # started before any run asked for it
         gaps = sorted((b - a).total_seconds() for a, b in itertools.pairwise(checks))

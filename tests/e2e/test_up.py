@@ -49,6 +49,8 @@ def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
                 crawl_id = line.rsplit(" ", 1)[1].strip()
                 break
         assert crawl_id, "".join(lines)
+        # The demo crawl is submitted once the runs' fork server has imported everything.
+        assert any(line.startswith("runs start warm") for line in lines), "".join(lines)
         assert port_open("127.0.0.1", ui_port)
         status_env = {**env, "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker_port}"}
         while time.monotonic() < deadline:
