@@ -268,12 +268,20 @@ _ENGINE_LOCK = threading.Lock()
 _ALIASES = itertools.count(1)
 
 
+ENGINE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+    "python_enable_replacements": False,
+    # The lake's extensions are loaded without hashing them again once their signature was checked
+    # (crawl_platform.store.extensions); nothing is ever installed from elsewhere than their wheels.
+    "allow_unsigned_extensions": True,
+}
+
+
 def new_engine() -> duckdb.DuckDBPyConnection:
     """A new in-memory DuckDB as the store opens it: no extension is fetched or loaded behind our
     back, and a table name never silently resolves to a Python variable of the caller (data is
     handed over with register())."""
-    return duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
-                                  "python_enable_replacements": False})
+    return duckdb.connect(config=ENGINE_CONFIG)
 
 
 def _engine(catalog_kind: str) -> duckdb.DuckDBPyConnection:

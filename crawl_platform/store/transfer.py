@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import CrawlStore, transaction
+from crawl_platform.store.database import CrawlStore, new_engine, transaction
 from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.location import LakeLocation
@@ -150,8 +150,7 @@ def connect(*catalog_kinds: str) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection of its own, configured as the store's (no extension downloaded or
     autoloaded behind our back, no table name resolving to a Python variable), with DuckLake and
     the drivers of ``catalog_kinds`` (``sqlite``/``postgres``) loaded."""
-    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
-                                 "python_enable_replacements": False})
+    con = new_engine()
     try:
         for kind in dict.fromkeys(catalog_kinds):
             load_extensions(con, kind)

@@ -1,5 +1,6 @@
-"""The lake's DuckDB extensions: installed from their wheels once, loaded from there after, and a
-wrong or missing wheel named in one line with what to install."""
+"""The lake's DuckDB extensions: installed from their wheels once, loaded from there after, their
+signatures checked once per installed file, and a wrong or missing wheel named in one line with
+what to install."""
 
 import os
 from importlib import metadata
@@ -12,9 +13,14 @@ from crawl_platform.store import extensions
 from crawl_platform.store.extensions import EXTENSIONS, ExtensionError, load_extensions
 
 
-def connect(folder: Path) -> duckdb.DuckDBPyConnection:
+def connect(folder: Path, unsigned: bool = False) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
-                                  "extension_directory": str(folder)})
+                                  "extension_directory": str(folder), "allow_unsigned_extensions": unsigned})
+
+
+def loaded(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    return dict(con.execute("SELECT extension_name, extension_version FROM duckdb_extensions() WHERE loaded")
+                .fetchall())
 
 
 def installed(folder: Path) -> dict[str, int]:
@@ -71,3 +77,33 @@ def test_a_missing_wheel_is_one_line_saying_what_to_install(tmp_path, monkeypatc
 def test_an_unknown_catalog_kind_is_named(tmp_path):
     with pytest.raises(ExtensionError, match="unknown lake catalog kind 'mysql'"):
         load_extensions(connect(tmp_path), "mysql")
+
+
+def test_the_store_checks_a_signature_once_per_installed_file(tmp_path):
+    """The store's DuckDB allows unsigned extensions, so that a load does not hash 70 MB again:
+    the signature of each installed file is checked once, and again only when the file changed."""
+    load_extensions(connect(tmp_path, unsigned=True), "sqlite")
+    records = {p.name: p.stat().st_mtime_ns for p in tmp_path.rglob(f"*{extensions.VERIFIED_SUFFIX}")}
+    assert set(records) == {f"ducklake.duckdb_extension{extensions.VERIFIED_SUFFIX}",
+                            f"sqlite_scanner.duckdb_extension{extensions.VERIFIED_SUFFIX}"}
+    again = connect(tmp_path, unsigned=True)
+    load_extensions(again, "sqlite")
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.rglob(f"*{extensions.VERIFIED_SUFFIX}")} == records
+    assert loaded(again)["ducklake"] == EXTENSIONS["ducklake"][1]
+    # A file replaced behind our back (same name, same install record) fails the check, is installed
+    # from its wheel again, checked, and loaded: an unsigned DuckDB never loads what it was not.
+    binary = next(tmp_path.rglob("ducklake.duckdb_extension"))
+    replacement = binary.with_name("replacement")
+    replacement.write_bytes(b"\x7fELF not an extension")
+    replacement.replace(binary)  # a new file, as installs write them: this process maps the old one
+    third = connect(tmp_path, unsigned=True)
+    load_extensions(third, "sqlite")
+    assert loaded(third)["ducklake"] == EXTENSIONS["ducklake"][1]
+    assert binary.stat().st_size > 1_000_000
+
+
+def test_a_duckdb_that_allows_nothing_unsigned_checks_signatures_itself(tmp_path):
+    con = connect(tmp_path)
+    load_extensions(con, "sqlite")
+    assert loaded(con)["sqlite_scanner"] == EXTENSIONS["sqlite"][1]
+    assert not list(tmp_path.rglob(f"*{extensions.VERIFIED_SUFFIX}"))
