@@ -101,9 +101,9 @@ class Settings(BaseSettings):
         "never wait).",
     )
     lake_memory_limit: Annotated[str, AfterValidator(_memory_size)] = Field(
-        "256MB",
+        "1GB",
         validation_alias=AliasChoices("CRAWL_LAKE_MEMORY_LIMIT", "lake_memory_limit"),
-        description="DuckDB's memory limit in each process that opens the lake (e.g. 256MB, 2GB): its "
+        description="DuckDB's memory limit in each process that opens the lake (e.g. 1GB, 512MB): its "
         "cache of what it read stays under it, and a query needing more spills to a temporary folder.",
     )
     lake_retention_days: int = Field(

@@ -296,9 +296,10 @@ def _engine(catalog_kind: str, memory_limit: str | None = None) -> duckdb.DuckDB
 
     ``memory_limit`` (``CRAWL_LAKE_MEMORY_LIMIT``, set by the first store opened) bounds it.
     DuckDB's own default is 80 % of the machine's memory, so each run process kept what it had
-    read of the lake: at the 20k site's peak 1.9 GB of PSS for the platform, against 1.5 GB at
-    256 MB, with no loss of pages per second (docs/benchmarks.md, session 15). A query that needs
-    more spills to a folder of this process's own under the system's temporary folder."""
+    read of the lake. At 100k pages the platform's peak PSS was 2.1 GB without a limit and 2.0 GB
+    at 1 GB, as fast; 256 MB saved more at 20k pages but cost 14 % of the pages per second at 100k
+    (docs/benchmarks.md, session 15). A query that needs more spills to a folder of this process's
+    own under the system's temporary folder."""
     global _ENGINE  # noqa: PLW0603 - one DuckDB per process, created on first use
     with _ENGINE_LOCK:
         if _ENGINE is None:

@@ -352,4 +352,5 @@ def test_each_process_s_lake_engine_keeps_to_the_memory_limit_and_spills_beyond_
     limit, spill, distinct, temp = json.loads(done.stdout.strip().splitlines()[-1])
     assert limit == "122.0 MiB"  # DuckDB's spelling of 128 MB
     assert distinct == 3_000_000
-    assert Path(spill).parent == Path(temp) and Path(spill).name.startswith("crawl-platform-duckdb-")
+    assert Path(spill).parent == Path(temp)
+    assert Path(spill).name.startswith("crawl-platform-duckdb-")
