@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AfterValidator, AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Scope = Literal["host", "domain", "any"]  # the one list of crawl scopes; others use get_args(Scope)
+
+
+_MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)", re.IGNORECASE)
+
+
+def _memory_size(value: str) -> str:
+    """A size DuckDB reads, such as 256MB or 2GB (stripped), else a one-line error."""
+    if not _MEMORY_SIZE.fullmatch(value.strip()):
+        raise ValueError("a size such as 256MB or 2GB")
+    return value.strip()
 
 
 class Settings(BaseSettings):
@@ -88,6 +99,12 @@ class Settings(BaseSettings):
         120.0, gt=0, validation_alias=AliasChoices("CRAWL_LAKE_WRITE_TIMEOUT", "lake_write_timeout_s"),
         description="How long a writer waits for the lake's write lock (writers take turns; readers "
         "never wait).",
+    )
+    lake_memory_limit: Annotated[str, AfterValidator(_memory_size)] = Field(
+        "1GB",
+        validation_alias=AliasChoices("CRAWL_LAKE_MEMORY_LIMIT", "lake_memory_limit"),
+        description="DuckDB's memory limit in each process that opens the lake (e.g. 1GB, 512MB): its "
+        "cache of what it read stays under it, and a query needing more spills to a temporary folder.",
     )
     lake_retention_days: int = Field(
         7, ge=0, validation_alias=AliasChoices("CRAWL_LAKE_RETENTION_DAYS", "lake_retention_days"),

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -36,14 +38,17 @@ from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.locks import advisory_lock, file_lock
 from crawl_platform.store.schema import schema_upgrade
 
+DEFAULT_MEMORY_LIMIT: str = Settings.model_fields["lake_memory_limit"].default
+
 
 class CrawlStore:
     """Handle on the lake; cheap to create. The DuckDB instance that attaches it is opened on
     first use and kept for the life of this object (one per process in practice)."""
 
     def __init__(self, location: LakeLocation, write_timeout_s: float = 120.0,
-                 archive_root: Path | None = None) -> None:
+                 archive_root: Path | None = None, memory_limit: str | None = DEFAULT_MEMORY_LIMIT) -> None:
         self.location = location
+        self.memory_limit = memory_limit  # DuckDB's, for the process's engine (see _engine)
         # Where the fetch steps write WARC files (``pages.warc_file`` is relative to it).
         self.archive_root = archive_root or location.default_archive_root()
         self.write_timeout_s = write_timeout_s
@@ -63,7 +68,8 @@ class CrawlStore:
             if store is None:
                 store = _SHARED[location] = cls(location, settings.lake_write_timeout_s,
                                                 Path(settings.archive_path) if settings.archive_path
-                                                else settings.lake_path / "archive")
+                                                else settings.lake_path / "archive",
+                                                memory_limit=settings.lake_memory_limit)
             return store
 
     def exists(self) -> bool:
@@ -168,7 +174,7 @@ class CrawlStore:
                 raise StoreUnavailableError(f"cannot create the lake's data path {data}: {err.strerror}") from None
             if not _writable(data):
                 raise StoreUnavailableError(f"the lake's data path {data} is not writable")
-        engine = _engine(location.kind)
+        engine = _engine(location.kind, self.memory_limit)
         # An existing lake opens without waiting for anyone. A new one (or one whose creation did
         # not finish) is created under the lake-wide write lock: processes opening a new lake at
         # once would otherwise each create DuckLake's catalog tables and all but one fail.
@@ -284,13 +290,24 @@ def new_engine() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(config=ENGINE_CONFIG)
 
 
-def _engine(catalog_kind: str) -> duckdb.DuckDBPyConnection:
+def _engine(catalog_kind: str, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """The process's one in-memory DuckDB, with DuckLake and the catalog drivers loaded once
-    (loading them costs a few hundred milliseconds). Every lake is attached to it."""
+    (loading them costs a few hundred milliseconds). Every lake is attached to it.
+
+    ``memory_limit`` (``CRAWL_LAKE_MEMORY_LIMIT``, set by the first store opened) bounds it.
+    DuckDB's own default is 80 % of the machine's memory, so each run process kept what it had
+    read of the lake. At 100k pages the platform's peak PSS was 2.1 GB without a limit and 2.0 GB
+    at 1 GB, as fast; 256 MB saved more at 20k pages but cost 14 % of the pages per second at 100k
+    (docs/benchmarks.md, session 15). A query that needs more spills to a folder of this process's
+    own under the system's temporary folder."""
     global _ENGINE  # noqa: PLW0603 - one DuckDB per process, created on first use
     with _ENGINE_LOCK:
         if _ENGINE is None:
             _ENGINE = new_engine()
+            if memory_limit:
+                _ENGINE.execute(f"SET memory_limit = '{memory_limit}'")  # a size, as Settings checks it
+                spill = Path(tempfile.gettempdir()) / f"crawl-platform-duckdb-{os.getpid()}"
+                _ENGINE.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
         if catalog_kind not in _ENGINE_KINDS:
             load_extensions(_ENGINE, catalog_kind)
             _ENGINE_KINDS.add(catalog_kind)

@@ -326,3 +326,31 @@ def test_a_lake_created_with_a_relative_data_path_opens_by_its_absolute_path_and
     elsewhere = CrawlStore(LakeLocation(catalog, f"{tmp_path / 'other'}/"))
     with pytest.raises(StoreUnavailableError, match="does not match existing data path"):
         elsewhere.query("SELECT count(*) FROM pages")
+
+
+MEMORY_PROBE = """
+import json, sys, tempfile
+from crawl_platform.config import Settings
+from crawl_platform.store.database import CrawlStore
+store = CrawlStore.from_settings(Settings(lake_path=sys.argv[1]))
+limit, spill = store.query("SELECT current_setting('memory_limit'), current_setting('temp_directory')")[0]
+# About 700 MB of distinct strings: more than the limit, so DuckDB spills rather than fail.
+(distinct,), = store.query("SELECT count(DISTINCT s) FROM (SELECT md5(i::VARCHAR) || repeat('x', 200) AS s "
+                           "FROM range(3000000) t(i))")
+print(json.dumps([limit, spill, distinct, tempfile.gettempdir()]))
+"""
+
+
+def test_each_process_s_lake_engine_keeps_to_the_memory_limit_and_spills_beyond_it(tmp_path):
+    """CRAWL_LAKE_MEMORY_LIMIT bounds the DuckDB of a process that opens the lake (DuckDB's own
+    default is 80 % of the machine), and a query needing more spills into a folder of its own."""
+    import json  # noqa: PLC0415
+
+    env = {**os.environ, "CRAWL_LAKE_MEMORY_LIMIT": "128MB"}
+    done = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(tmp_path / "lake")], env=env,
+                          capture_output=True, text=True, check=True, timeout=240)
+    limit, spill, distinct, temp = json.loads(done.stdout.strip().splitlines()[-1])
+    assert limit == "122.0 MiB"  # DuckDB's spelling of 128 MB
+    assert distinct == 3_000_000
+    assert Path(spill).parent == Path(temp)
+    assert Path(spill).name.startswith("crawl-platform-duckdb-")
