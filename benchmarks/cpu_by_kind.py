@@ -14,6 +14,12 @@ It looks at the whole machine, so it works beside any checkout of the platform:
     .venv/bin/python benchmarks/compare.py --pages 20000 --scrapy-concurrency 1
 
 It stops at ``--seconds`` or on SIGINT/SIGTERM, and prints then.
+
+With ``--memory`` it also reads each new process's PSS (``/proc/PID/smaps_rollup``) every
+``--memory-interval`` seconds and prints the platform's memory at its peak, by kind and by process.
+"The platform" is every process started after the sampler but the ones that are not the
+platform's (nginx, Scrapy, PostgreSQL's and Redis's, the benchmark, this sampler), as
+``compare.py``'s peak PSS counts it.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from measure import machine_cpu_s
+from measure import _memory, machine_cpu_s
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -57,11 +63,15 @@ KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
+NOT_PLATFORM = {"nginx", "postgres", "redis", "rabbitmq", "scrapy", "benchmark", "this sampler", "log tail"}
+
+
 @dataclass
 class Seen:
     kind: str
     cpu_s: float  # own CPU at the last sample
     depth: int  # 0, or how many forks down from the first process of its command line
+    pid: int = 0
 
 
 def _read(pid: str) -> tuple[int, int, float, str] | None:
@@ -112,7 +122,37 @@ def sample(seen: dict[tuple[int, int], Seen], examples: dict[str, str]) -> None:
             depth = parent_seen.depth + 1 if parent_seen else 1
             kind += f" (fork depth {depth})"
         examples.setdefault(kind, cmd[:160])
-        seen[key] = Seen(kind, cpu, depth)
+        seen[key] = Seen(kind, cpu, depth, pid)
+
+
+@dataclass
+class MemoryPeak:
+    """The platform's summed PSS at its highest memory sample, by kind and by process."""
+
+    total: int = 0
+    by_kind: dict[str, int] | None = None
+    by_process: list[tuple[int, str, int]] | None = None  # (pid, kind, PSS bytes)
+    samples: int = 0
+
+    def sample(self, seen: dict[tuple[int, int], Seen], base: dict[tuple[int, int], float]) -> None:
+        rows = [(entry.pid, entry.kind, _memory(entry.pid)[1]) for key, entry in seen.items()
+                if key not in base and entry.kind.split(" (")[0] not in NOT_PLATFORM]
+        rows = [row for row in rows if row[2]]  # gone since the CPU pass
+        self.samples += 1
+        total = sum(row[2] for row in rows)
+        if total > self.total:
+            by_kind: dict[str, int] = collections.defaultdict(int)
+            for _, kind, pss in rows:
+                by_kind[kind] += pss
+            self.total, self.by_kind, self.by_process = total, dict(by_kind), sorted(rows, key=lambda r: -r[2])
+
+    def report(self) -> None:
+        mb = 1024 * 1024
+        print(f"platform peak PSS {self.total / mb:.0f} MB ({self.samples} memory samples); by kind at the peak:")
+        for kind, pss in sorted((self.by_kind or {}).items(), key=lambda item: -item[1]):
+            print(f"  {kind:<34} {pss / mb:8.0f} MB")
+        print("  the largest processes then:", ", ".join(
+            f"{pid} {kind} {pss / mb:.0f}" for pid, kind, pss in (self.by_process or [])[:10]))
 
 
 def main() -> int:
@@ -121,6 +161,8 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=0.25, help="seconds between samples (0.25)")
     parser.add_argument("--verbose", action="store_true", help="print an example command line per kind")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--memory", action="store_true", help="also the platform's peak PSS, by kind and process")
+    parser.add_argument("--memory-interval", type=float, default=1.0, help="seconds between memory samples (1)")
     args = parser.parse_args()
     stop = False
 
@@ -135,9 +177,13 @@ def main() -> int:
     sample(seen, examples)
     base = {key: v.cpu_s for key, v in seen.items()}  # what the processes alive now had used already
     busy0, t0 = machine_cpu_s(), time.monotonic()
+    memory, next_memory = MemoryPeak(), t0
     while not stop and time.monotonic() - t0 < args.seconds:
         time.sleep(args.interval)
         sample(seen, examples)
+        if args.memory and time.monotonic() >= next_memory:
+            memory.sample(seen, base)
+            next_memory = time.monotonic() + args.memory_interval
     busy, wall = machine_cpu_s() - busy0, time.monotonic() - t0
     by_kind: dict[str, float] = collections.defaultdict(float)
     counts: collections.Counter[str] = collections.Counter()
@@ -154,9 +200,13 @@ def main() -> int:
             print(f"  {kind:<34} {cpu:8.1f} s  {100 * cpu / busy if busy else 0:5.1f} %   ({counts[kind]} started)")
             if args.verbose:
                 print(f"      e.g. {examples.get(kind, '')}")
+    if args.memory:
+        memory.report()
     if args.json:
         args.json.write_text(json.dumps({"wall_s": wall, "busy_s": busy, "by_kind": dict(by_kind),
-                                         "started": dict(counts), "examples": examples}, indent=1))
+                                         "started": dict(counts), "examples": examples,
+                                         "peak_pss": memory.total, "peak_pss_by_kind": memory.by_kind,
+                                         "peak_pss_by_process": memory.by_process}, indent=1))
     return 0
 
 

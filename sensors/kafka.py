@@ -159,7 +159,7 @@ def _partition_priorities(settings: Settings, topic: TopicState, held: frozenset
     if not _fresh(topic, held) or not store.exists():
         return {}
     bus = KafkaBus.from_settings(settings)
-    partitions = len(topic.watermarks)
+    partitions = len(topic.partition_ids)
     return FrontierReadModel(store).partition_priorities(lambda host: bus.partition_of(host.encode(), partitions),
                                                          settings.max_priority)
 
@@ -190,18 +190,19 @@ def _batch_requests(plan: FrontierPlan, settings: Settings) -> list[RunRequest]:
 )
 def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
-    try:
-        topic = read_topic(KafkaBus.from_settings(settings), settings.frontier_topic, context.cursor)
-    except BusError as err:
-        return SkipReason(f"Kafka unavailable: {err}")
-    unlimited = _unlimited_partitions(context, topic.watermarks)
-    if unlimited:
-        return SensorResult(skip_reason=unlimited)  # the cursor stays: nothing is planned, nothing skipped
     batch_job = crawl_batch_celery_job if settings.executor == "celery" else crawl_batch_job
-    queue = _run_queue(context, batch_job.name)
     held: frozenset[int] = frozenset()
     if settings.continue_seconds() > 0:  # batch runs go on to their partitions' next levels themselves
         held = _held_partitions(context, batch_job.name)
+    try:
+        topic = read_topic(KafkaBus.from_settings(settings), settings.frontier_topic, context.cursor, held=held)
+    except BusError as err:
+        return SkipReason(f"Kafka unavailable: {err}")
+    unlimited = _unlimited_partitions(context, topic.partition_ids)
+    if unlimited:
+        return SensorResult(skip_reason=unlimited)  # the cursor stays: nothing is planned, nothing skipped
+    queue = _run_queue(context, batch_job.name)
+    if settings.continue_seconds() > 0:
         topic = _advance_to_landed(settings, topic, held)
     plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic, held)),
                          _partition_priorities(settings, topic, held), held)

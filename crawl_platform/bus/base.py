@@ -10,7 +10,7 @@ Two implementations: :class:`crawl_platform.bus.kafka.KafkaBus` (the real one) a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -57,9 +57,15 @@ class Bus(Protocol):
         id its cursor was written for and starts over from the new log when they differ."""
         ...
 
-    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
-        """Low and high offset of every partition; raises :class:`BusError` if the topic is missing
-        (the caller then calls :meth:`ensure_topics`)."""
+    def watermarks(self, topic: str, skip: Collection[int] = ()) -> dict[int, tuple[int, int]]:
+        """Low and high offset of every partition but those in ``skip``, which are not asked for
+        and are absent from the result; raises :class:`BusError` if the topic is missing (the caller
+        then calls :meth:`ensure_topics`)."""
+        ...
+
+    def partition_ids(self, topic: str) -> list[int]:
+        """The topic's partition numbers, from its metadata alone (no offsets asked for); raises
+        :class:`BusError` if the topic is missing."""
         ...
 
     def log_ends(self, topic: str) -> dict[int, tuple[int, int]]:

@@ -14,7 +14,7 @@ import concurrent.futures
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicCollection, TopicPartition
@@ -105,21 +105,36 @@ class KafkaBus:
         text = str(topic_id) if topic_id is not None else ""
         return text if text.strip("A=") else None  # an all-zero id means "not supported"
 
-    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
-        """Low and high offsets of every partition of ``topic``."""
+    def watermarks(self, topic: str, skip: Collection[int] = ()) -> dict[int, tuple[int, int]]:
+        """Low and high offsets of every partition of ``topic`` but those in ``skip``. Each one is
+        two ListOffsets requests, which the embedded broker (Tansu 0.6) answers by walking the
+        partition's in-memory log: 0.1 s of its CPU each at 100,000 records
+        (docs/benchmarks.md, session 16)."""
         consumer = self._consumer()
         try:
-            meta = consumer.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
-            if meta is None or meta.error is not None or not meta.partitions:
-                raise BusError(f"topic {topic} does not exist on the broker")
             return {
                 p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout_s)
-                for p in sorted(meta.partitions)
+                for p in self._partition_ids(consumer, topic) if p not in skip
             }
         except KafkaException as err:
             raise BusError(f"cannot read offsets of {topic}: {err}") from None
         finally:
             consumer.close()
+
+    def partition_ids(self, topic: str) -> list[int]:
+        consumer = self._consumer()
+        try:
+            return self._partition_ids(consumer, topic)
+        except KafkaException as err:
+            raise BusError(f"cannot read the partitions of {topic}: {err}") from None
+        finally:
+            consumer.close()
+
+    def _partition_ids(self, consumer: Consumer, topic: str) -> list[int]:
+        meta = consumer.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise BusError(f"topic {topic} does not exist on the broker")
+        return sorted(meta.partitions)
 
     def log_ends(self, topic: str) -> dict[int, tuple[int, int]]:
         """Low offset and the offset after the last record of every partition, found by reading

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import uuid
 import zlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from crawl_platform.bus.base import BatchLostError, BusError, Record
 from crawl_platform.bus.offsets import OffsetRange
@@ -52,12 +52,19 @@ class InMemoryBus:
                 raise BusError(f"topic {topic} does not exist on the broker")
             return self._ids[topic]
 
-    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+    def watermarks(self, topic: str, skip: Collection[int] = ()) -> dict[int, tuple[int, int]]:
         with self._lock:
             log = self._logs.get(topic)
             if log is None:
                 raise BusError(f"topic {topic} does not exist on the broker")
-            return {p: (0, len(records)) for p, records in enumerate(log)}
+            return {p: (0, len(records)) for p, records in enumerate(log) if p not in skip}
+
+    def partition_ids(self, topic: str) -> list[int]:
+        with self._lock:
+            log = self._logs.get(topic)
+            if log is None:
+                raise BusError(f"topic {topic} does not exist on the broker")
+            return list(range(len(log)))
 
     def log_ends(self, topic: str) -> dict[int, tuple[int, int]]:
         return self.watermarks(topic)  # this log's high watermark is always right

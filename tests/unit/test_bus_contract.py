@@ -92,6 +92,18 @@ def test_watermarks_count_what_each_partition_holds(any_bus):
         part: high for part, (_, high) in marks.items() if high}
 
 
+def test_watermarks_leave_out_the_skipped_partitions_and_partition_ids_list_them_all(any_bus):
+    assert any_bus.publish(any_bus.seeds_topic, [(b"k1", b"a"), (b"k1", b"b"), (b"k2", b"c")]) == [True] * 3
+    every = any_bus.watermarks(any_bus.seeds_topic)
+    busiest = max(every, key=lambda part: every[part][1])
+    rest = any_bus.watermarks(any_bus.seeds_topic, skip={busiest})
+    assert busiest not in rest
+    assert rest == {part: marks for part, marks in every.items() if part != busiest}
+    assert any_bus.partition_ids(any_bus.seeds_topic) == list(range(any_bus.partitions))
+    with pytest.raises(BusError, match="does not exist"):
+        any_bus.partition_ids(any_bus.frontier_topic + "-no-such-topic")
+
+
 def test_log_ends_are_where_each_partition_ends(any_bus):
     assert any_bus.publish(any_bus.seeds_topic, [(b"k1", b"a"), (b"k1", b"b"), (b"k2", b"c")]) == [True] * 3
     ends = any_bus.log_ends(any_bus.seeds_topic)

@@ -89,6 +89,15 @@ def test_seeds_plan_one_intake_run_over_every_partition():
     assert lost.run_key == "seeds-e1-p0-0-1"
 
 
+def test_read_topic_does_not_ask_for_held_partitions_but_knows_they_exist():
+    bus = InMemoryBus(partitions=3)
+    bus.ensure_topics()
+    topic = read_topic(bus, bus.frontier_topic, None, held={1})
+    assert topic.watermarks == {0: (0, 0), 2: (0, 0)}  # a continuing run reads partition 1 itself
+    assert topic.partition_ids == (0, 1, 2)
+    assert read_topic(bus, bus.frontier_topic, None).partition_ids == (0, 1, 2)
+
+
 def test_read_topic_creates_missing_topics_and_notices_a_recreated_one():
     bus = InMemoryBus(partitions=2)
     first = read_topic(bus, bus.frontier_topic, None)  # the topic did not exist yet
