@@ -16,7 +16,7 @@ It looks at the whole machine, so it works beside any checkout of the platform:
 It stops at ``--seconds`` or on SIGINT/SIGTERM, and prints then.
 
 With ``--memory`` it also reads each new process's PSS (``/proc/PID/smaps_rollup``) every
-``--memory-interval`` seconds and prints the platform's memory at its peak, by kind and by process.
+``--memory-interval`` seconds (2) and prints the platform's memory at its peak, by kind and by process.
 "The platform" is every process started after the sampler but the ones that are not the
 platform's (nginx, Scrapy, PostgreSQL's and Redis's, the benchmark, this sampler), as
 ``compare.py``'s peak PSS counts it.
@@ -162,7 +162,7 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="print an example command line per kind")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--memory", action="store_true", help="also the platform's peak PSS, by kind and process")
-    parser.add_argument("--memory-interval", type=float, default=1.0, help="seconds between memory samples (1)")
+    parser.add_argument("--memory-interval", type=float, default=2.0, help="seconds between memory samples (2)")
     args = parser.parse_args()
     stop = False
 
