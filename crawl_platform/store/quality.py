@@ -294,23 +294,42 @@ def _in_batches(column: str, batches: list[str]) -> str:
     return f" WHERE {column} IN ({', '.join('?' for _ in batches)})"
 
 
+def rule_columns(rules: Sequence[_Rule]) -> list[str]:
+    """The columns ``rules`` look at, each once, in rule order: all a check reads of its table.
+    The documents' ``main_text`` and the pages' redirect chains, say, stay on disk (the Parquet
+    files are read column by column)."""
+    named: list[str] = []
+    for rule in rules:
+        named += [rule.column] if rule.column else []
+        named += list(rule.kwargs.get("column_list", ()))
+        named += [rule.only_where_null] if rule.only_where_null else []
+    return list(dict.fromkeys(named))
+
+
+def _select(rules: Sequence[_Rule], alias: str = "") -> str:
+    return "SELECT " + ", ".join(f"{alias}{column}" for column in rule_columns(rules))
+
+
 def pages_query(batches: list[str] | None) -> Query:
-    """SQL and parameters reading the pages rows of ``batches`` (all rows if None)."""
+    """SQL and parameters reading the pages rows of ``batches`` (all rows if None): the columns
+    the pages rules look at."""
     if batches is None:
-        return "SELECT * FROM pages", None
-    return "SELECT * FROM pages" + _in_batches("batch_id", batches), list(batches)
+        return _select(PAGES_RULES) + " FROM pages", None
+    return _select(PAGES_RULES) + " FROM pages" + _in_batches("batch_id", batches), list(batches)
 
 
 def documents_query(batches: list[str] | None) -> Query:
-    """SQL and parameters reading the documents of ``batches`` (all rows if None).
+    """SQL and parameters reading the documents of ``batches`` (all rows if None): the columns
+    the documents rules look at.
 
     documents has no batch_id: a document belongs to the batch that wrote its (url, version)
     page, and (url, version) is the primary key of pages, so the join cannot duplicate rows.
     """
     if batches is None:
-        return "SELECT * FROM documents", None
+        return _select(DOCUMENTS_RULES) + " FROM documents", None
     sql = (
-        "SELECT d.* FROM documents AS d JOIN pages AS p ON p.url = d.url AND p.version = d.version"
+        _select(DOCUMENTS_RULES, "d.")
+        + " FROM documents AS d JOIN pages AS p ON p.url = d.url AND p.version = d.version"
         + _in_batches("p.batch_id", batches)
     )
     return sql, list(batches)

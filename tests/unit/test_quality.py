@@ -16,7 +16,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from crawl_platform.store.quality import SuiteResult, validate_documents, validate_pages
+from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.store.quality import (
+    DOCUMENTS_RULES,
+    PAGES_RULES,
+    SuiteResult,
+    documents_query,
+    pages_query,
+    rule_columns,
+    validate_documents,
+    validate_pages,
+)
+from tests.unit.crawl_rows import fetch_result, land, page_html
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -197,3 +208,19 @@ def test_import_does_not_load_great_expectations() -> None:
     # GX costs seconds to import; loading the Dagster definitions must not pay for it.
     code = "import sys, crawl_platform.store.quality; assert 'great_expectations' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
+
+
+def test_the_checks_read_only_the_columns_their_rules_look_at(store) -> None:
+    urls = ["http://a.example/", "http://a.example/x"]
+    land(store, "batch-1", [FrontierURL("c", url, 0) for url in urls],
+         [fetch_result(url, page_html(url, "/y")) for url in urls])
+    assert rule_columns(PAGES_RULES) == ["url", "version", "status", "error", "content_hash", "fetched_at", "batch_id"]
+    assert rule_columns(DOCUMENTS_RULES) == ["url", "version", "text"]
+    for query, rules in ((pages_query, PAGES_RULES), (documents_query, DOCUMENTS_RULES)):
+        for batches in (None, ["batch-1"]):
+            sql, params = query(batches)
+            with store.read() as con:  # a real lake: the SQL runs as the checks' resource runs it
+                frame = con.execute(sql, params or []).df()
+            assert list(frame.columns) == rule_columns(rules)
+            assert sorted(frame["url"]) == urls
+            assert validate_pages(frame).success if rules is PAGES_RULES else validate_documents(frame).success
