@@ -291,7 +291,7 @@ def unlimited_partitions_error(instance_yaml: Path, settings: Settings, embedded
     partitions = settings.topic_partitions
     if not embedded:
         with contextlib.suppress(BusError):  # a missing topic is created with the setting's count
-            partitions = max(partitions, len(KafkaBus.from_settings(settings).watermarks(settings.frontier_topic)))
+            partitions = max(partitions, len(KafkaBus.from_settings(settings).partition_ids(settings.frontier_topic)))
     limited = yaml_limited_partitions(instance_yaml)
     missing = sorted(set(range(partitions)) - limited)
     if not missing:

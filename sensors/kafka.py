@@ -191,9 +191,8 @@ def _batch_requests(plan: FrontierPlan, settings: Settings) -> list[RunRequest]:
 def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
     batch_job = crawl_batch_celery_job if settings.executor == "celery" else crawl_batch_job
-    held: frozenset[int] = frozenset()
-    if settings.continue_seconds() > 0:  # batch runs go on to their partitions' next levels themselves
-        held = _held_partitions(context, batch_job.name)
+    continuing = settings.continue_seconds() > 0  # batch runs go on to their partitions' next levels themselves
+    held = _held_partitions(context, batch_job.name) if continuing else frozenset()
     try:
         topic = read_topic(KafkaBus.from_settings(settings), settings.frontier_topic, context.cursor, held=held)
     except BusError as err:
@@ -202,7 +201,7 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     if unlimited:
         return SensorResult(skip_reason=unlimited)  # the cursor stays: nothing is planned, nothing skipped
     queue = _run_queue(context, batch_job.name)
-    if settings.continue_seconds() > 0:
+    if continuing:
         topic = _advance_to_landed(settings, topic, held)
     plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic, held)),
                          _partition_priorities(settings, topic, held), held)

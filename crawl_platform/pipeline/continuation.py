@@ -143,8 +143,7 @@ class Continuation:
         bus = self.crawler.bus
         # Only this run's partitions are asked for: on the embedded broker each costs 0.2 s of
         # its CPU at 100,000 records (see KafkaBus.watermarks).
-        others = set(range(max(bus.partitions, max(ends, default=-1) + 1))) - set(ends)
-        marks = bus.watermarks(bus.frontier_topic, skip=others)
+        marks = bus.watermarks(bus.frontier_topic, skip=set(range(bus.partitions)) - set(ends))
         held = {p: marks[p] for p in ends if p in marks}
         if len(held) < len(ends):
             return None

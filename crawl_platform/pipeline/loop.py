@@ -166,7 +166,9 @@ def read_topic(bus: Bus, topic: str, raw_cursor: str | None, exact_end: bool = F
     except BusError:
         bus.ensure_topics()
         watermarks = bus.log_ends(topic) if exact_end else bus.watermarks(topic, skip=held)
-    partitions = tuple(bus.partition_ids(topic)) if held and not exact_end else ()
+    # Every partition not held was read; the held ones were cut from this topic before (a topic
+    # made anew with fewer partitions shows as recreated below, and its cursor starts over).
+    partitions = tuple(sorted(set(watermarks) | set(held))) if held and not exact_end else ()
     topic_id = bus.topic_id(topic)
     cursor, epoch = decode_cursor(raw_cursor)
     known = cursor_topic_id(raw_cursor)
