@@ -42,6 +42,10 @@ LOCATION_NAME = "crawl_platform_dagster.definitions"
 cursors, run keys and schedules are kept per location name, so they survive a switch between a
 workspace that starts its own code server and one that connects to a running one."""
 
+STOP_GRACE_S = 15.0
+"""How long :meth:`DagsterProcesses.stop` lets the processes finish (a run records its
+interruption) before it kills them."""
+
 CODE_SERVER_START_S = 180.0
 """How long :meth:`DagsterProcesses.start` waits for the code server to load the definitions."""
 
@@ -144,14 +148,19 @@ class DagsterProcesses:
     def dead(self) -> list[str]:
         return [name for name, p in self.processes.items() if p.poll() is not None]
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM to every process group, then SIGKILL to those still running ``grace_s`` later
+        (one deadline for all of them); says on stderr which had to be killed."""
         for proc in self.processes.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.processes.values():
+        deadline = time.monotonic() + grace_s
+        for name, proc in self.processes.items():
             try:
-                proc.wait(15)
+                proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                print(f"crawl-platform: {name} did not stop within {grace_s:g} s of SIGTERM; killed",
+                      file=sys.stderr, flush=True)
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         self.processes.clear()

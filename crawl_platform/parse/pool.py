@@ -3,15 +3,19 @@ fetch threads go on.
 
 A fetch step's process spends about as much CPU fetching (the HTTP client is Python) as parsing,
 and both need the GIL: parsed after the fetch, a one-host batch kept one core busy and left the
-other idle. :class:`ParsePool` hands the pages to ``workers`` forked processes in chunks as they
+other idle. :class:`ParsePool` hands the pages to forked :class:`ParseWorkers` in chunks as they
 arrive (:meth:`ParsePool.add`, called from the fetch threads), so fetching and parsing overlap on
 separate cores; :meth:`ParsePool.parsed` waits for the rest. With 0 workers
 (``CRAWL_PARSE_WORKERS=0``), or where a process cannot fork children, the pages are parsed in the
 step's own process after the fetch, as before. A chunk whose worker died or failed is parsed again
 in the step's process, so nothing is lost and a page's parse error is the one it always had.
 
-The workers are forked when the pool is made, before the step's fetch threads start, and die with
-the step's process (``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind.
+The workers are forked before the step's fetch threads start, and die with the step's process
+(``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind. One set of workers serves
+every pool of its owner (:class:`~crawl_platform.pipeline.shard.ShardFetcher`), so a run that goes
+on level after level forks them once, while its heap is small: workers forked for each level
+inherited the heap of a run that was landing the level before, and kept a private copy of every
+page of it that the run then wrote or freed (docs/benchmarks.md, session 17).
 """
 
 from __future__ import annotations
@@ -32,13 +36,14 @@ if TYPE_CHECKING:
     from crawl_platform.fetch.fetcher import FetchResult
 
 Page = tuple[str, bytes, str, str | None]  # URL, body, final URL (the base of its links), content type
+Parsed = list[tuple[str, ParsedPage]]
 
 CHUNK_PAGES = 16  # pages per hand-over: one round trip to a worker costs about what a small page's parse does
 CHUNK_BYTES = 512 * 1024  # a chunk of huge pages (index pages of a docs site) goes sooner
 _PR_SET_PDEATHSIG = 1
 
 
-def parse_pages(pages: list[Page], engine: ParserEngine, main_content: bool) -> list[tuple[str, ParsedPage]]:
+def parse_pages(pages: list[Page], engine: ParserEngine, main_content: bool) -> Parsed:
     """Parse a chunk of pages (what a worker runs; also the step's own fallback)."""
     return [(url, parse_html(body, base, content_type, engine, main_content=main_content))
             for url, body, base, content_type in pages]
@@ -60,11 +65,63 @@ def _worker_init(parent: int) -> None:
     gc.freeze()
 
 
-class ParsePool:
-    """Parse HTML fetch results in ``workers`` processes as they arrive (0: in this process, at
-    the end). Thread-safe :meth:`add`; call :meth:`parsed` once, then :meth:`close`."""
+class ParseWorkers:
+    """``count`` forked parse processes, forked here (before any fetch thread runs) and kept
+    until :meth:`close`, for as many :class:`ParsePool` rounds as their owner runs. ``count`` is 0,
+    and :attr:`fallback` says why, where this process cannot fork children. Workers that died are
+    forked again at the next :meth:`renew`."""
 
-    def __init__(self, workers: int, engine: ParserEngine = "lxml", *, main_content: bool = True,
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.fallback = ""  # why the pages are parsed in the owner's process although workers were asked for
+        self._pool: ProcessPoolExecutor | None = None
+        self.renew()
+
+    def renew(self) -> None:
+        """Fork the workers if there are none, or if one of them died (a round then starts whole)."""
+        if self.count <= 0 or (self._pool is not None and not getattr(self._pool, "_broken", False)):
+            return
+        self.close()
+        try:
+            pool = ProcessPoolExecutor(self.count, mp_context=multiprocessing.get_context("fork"),
+                                       initializer=_worker_init, initargs=(os.getpid(),))
+            pool.submit(int).result()  # forks every worker now, before the fetch threads run
+        except (OSError, AssertionError, BrokenProcessPool) as err:  # e.g. a daemonic process may not fork children
+            self.fallback = f"parse workers unavailable ({type(err).__name__}: {err}); parsing in the step's process"
+            self.count = 0
+            return
+        self._pool = pool
+
+    @property
+    def alive(self) -> bool:
+        return self._pool is not None
+
+    def pids(self) -> list[int]:
+        """The workers' process ids (tests kill one)."""
+        processes = getattr(self._pool, "_processes", None) or {}
+        return sorted(processes)
+
+    def submit(self, chunk: list[Page], engine: ParserEngine, main_content: bool) -> Future[Parsed] | None:
+        """The chunk's parse in a worker; None when no worker takes it (parse it in this process)."""
+        if self._pool is None:
+            return None
+        try:
+            return self._pool.submit(parse_pages, chunk, engine, main_content)
+        except (BrokenProcessPool, RuntimeError):  # a worker died: this chunk is parsed here
+            return None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+class ParsePool:
+    """One round of parsing: HTML fetch results parsed by ``workers`` (a count, forked for this
+    pool alone, or a :class:`ParseWorkers` its owner keeps for many rounds; 0: in this process, at
+    the end) as they arrive. Thread-safe :meth:`add`; call :meth:`parsed` once, then :meth:`close`."""
+
+    def __init__(self, workers: int | ParseWorkers, engine: ParserEngine = "lxml", *, main_content: bool = True,
                  chunk_pages: int = CHUNK_PAGES, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.engine = engine
         self.main_content = main_content
@@ -73,26 +130,15 @@ class ParsePool:
         self._lock = threading.Lock()
         self._pending: list[Page] = []
         self._pending_bytes = 0
-        self._submitted: list[tuple[list[Page], Future[list[tuple[str, ParsedPage]]] | None]] = []
-        self._pool: ProcessPoolExecutor | None = None
-        self.fallback = ""  # why the pages were parsed in this process although workers were asked for
-        self._workers = workers
-        if workers > 0:
-            self._pool = self._start(workers)
-
-    def _start(self, workers: int) -> ProcessPoolExecutor | None:
-        try:
-            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                                       initializer=_worker_init, initargs=(os.getpid(),))
-            pool.submit(int).result()  # forks every worker now, before the fetch threads run
-            return pool
-        except (OSError, AssertionError, BrokenProcessPool) as err:  # e.g. a daemonic process may not fork children
-            self.fallback = f"parse workers unavailable ({type(err).__name__}: {err}); parsing in the step's process"
-            return None
+        self._submitted: list[tuple[list[Page], Future[Parsed] | None]] = []
+        self._owned = isinstance(workers, int)
+        self._workers = ParseWorkers(workers) if isinstance(workers, int) else workers
+        self._workers.renew()
+        self.fallback = self._workers.fallback
 
     @property
     def workers(self) -> int:
-        return self._workers if self._pool is not None else 0
+        return self._workers.count if self._workers.alive else 0
 
     def add(self, result: FetchResult) -> None:
         """Queue one fetch result for parsing (non-HTML results are ignored); never raises."""
@@ -101,7 +147,8 @@ class ParsePool:
         with self._lock:
             self._pending.append((result.url, result.body, result.final_url, result.content_type))
             self._pending_bytes += len(result.body)
-            if self._pool is None or (len(self._pending) < self.chunk_pages and self._pending_bytes < self.chunk_bytes):
+            if not self._workers.alive or (len(self._pending) < self.chunk_pages
+                                           and self._pending_bytes < self.chunk_bytes):
                 return
             chunk = self._take()
         self._submit(chunk)
@@ -111,12 +158,7 @@ class ParsePool:
         return chunk
 
     def _submit(self, chunk: list[Page]) -> None:
-        future = None
-        if self._pool is not None:
-            try:
-                future = self._pool.submit(parse_pages, chunk, self.engine, self.main_content)
-            except (BrokenProcessPool, RuntimeError):  # a worker died: this chunk is parsed here
-                future = None
+        future = self._workers.submit(chunk, self.engine, self.main_content)
         with self._lock:
             self._submitted.append((chunk, future))
 
@@ -141,9 +183,9 @@ class ParsePool:
         return out
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Ends the workers this pool forked for itself; an owner's workers stay."""
+        if self._owned:
+            self._workers.close()
 
     def __enter__(self) -> ParsePool:
         return self

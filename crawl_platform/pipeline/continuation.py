@@ -98,7 +98,8 @@ class Continuation:
         return cls(crawler, batch_size)
 
     def close(self) -> None:
-        self.crawler.fetcher.close()
+        """Ends the parse workers and the fetcher's connections."""
+        self.crawler.shard_fetcher.close()
 
     def first_level(self, key: str) -> Level | None:
         """The level after batch ``key``: from the end of ``key``'s ranges or of the last range

@@ -14,7 +14,7 @@ from crawl_platform.archive.writer import RecordPointer, archive_results, shard_
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.parse.html import ParsedPage, ParserEngine
-from crawl_platform.parse.pool import ParsePool
+from crawl_platform.parse.pool import ParsePool, ParseWorkers
 
 
 @dataclass
@@ -31,7 +31,8 @@ class ShardResult:
 class ShardFetcher:
     """Fetches, archives and parses one shard of whole hosts; needs neither the bus nor the store.
     With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
-    disk before this returns, so before any row points into it)."""
+    disk before this returns, so before any row points into it). Its parse workers are forked at
+    the first shard and parse every later one too (a continuing run's levels), until :meth:`close`."""
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None, *,
                  main_content: bool = True, parse_workers: int = 0) -> None:
@@ -41,6 +42,7 @@ class ShardFetcher:
         self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
         self.parse_workers = parse_workers  # CRAWL_PARSE_WORKERS: processes parsing while the fetch goes on
         self.fallback = ""  # why the last shard was parsed in this process although workers were asked for
+        self._workers: ParseWorkers | None = None  # forked at the first shard, kept for the next ones until close()
 
     def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "",
               shard: str = "s0") -> ShardResult:
@@ -52,7 +54,9 @@ class ShardFetcher:
         # only the wait for the last chunks. Without, the pool keeps them and parses them here after
         # the fetch, not page by page inside it: on one host without a delay, interleaving the two
         # in one process cost a third more CPU (measured with benchmarks/fetch_hosts.py).
-        with ParsePool(self.parse_workers if requests else 0, self.parser,
+        if requests and self.parse_workers > 0 and self._workers is None:
+            self._workers = ParseWorkers(self.parse_workers)
+        with ParsePool(self._workers if requests and self._workers is not None else 0, self.parser,
                        main_content=self.main_content) as pool:
             self.fallback = pool.fallback
             clock = time.perf_counter()
@@ -73,4 +77,8 @@ class ShardFetcher:
         return ShardResult(results, parsed, learned, seconds, archived)
 
     def close(self) -> None:
+        """Ends the parse workers and the fetcher's connections."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
         self.fetcher.close()

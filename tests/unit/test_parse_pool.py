@@ -1,7 +1,9 @@
 """Parsing beside the fetch (crawl_platform.parse.pool): a fetch step's pages parsed in forked
 workers while it fetches give exactly what parsing in the step gives, on a served site with broken
 and non-HTML pages; a dead worker's pages are parsed in the step, nothing lost; the workers die
-with the step's process, even when it is killed; and a process that cannot fork parses inline."""
+with the step's process, even when it is killed; a process that cannot fork parses inline; and a
+shard fetcher forks its workers once for all its shards (a continuing run's levels), again only
+when they died."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchRequest, FetchResult
 from crawl_platform.parse.html import parse_html
-from crawl_platform.parse.pool import ParsePool
+from crawl_platform.parse.pool import ParsePool, ParseWorkers
 from crawl_platform.pipeline.shard import ShardFetcher
 from tests.sites.hostile import Reply
 from tests.unit.conftest import loopback_fetcher
@@ -135,3 +137,46 @@ def test_non_html_results_are_not_parsed(workers):
     with ParsePool(workers) as pool:
         pool.add(_result("http://h.test/img", b"\x89PNG", "image/png"))
         assert pool.parsed() == {}
+
+
+def test_a_shard_fetcher_forks_its_workers_once_for_every_shard_and_close_ends_them():
+    site = DemoSite(n_pages=60, seed=5)
+    before = _children(os.getpid())
+    with site.serve() as server:
+        urls = sorted(site.expected_urls(server.base_url))
+        fetcher = ShardFetcher(loopback_fetcher(), "lxml", None, parse_workers=2)
+        try:
+            first = fetcher.fetch([FetchRequest(u) for u in urls[:30]], [])
+            workers = _children(os.getpid()) - before
+            second = fetcher.fetch([FetchRequest(u) for u in urls[30:]], [])
+            assert _children(os.getpid()) - before == workers  # the same two processes parsed both shards
+        finally:
+            fetcher.close()
+    assert len(workers) == 2
+    assert fetcher.fallback == ""
+    assert {u for u, r in first.results.items() if r.is_html} == set(first.parsed)
+    assert {u for u, r in second.results.items() if r.is_html} == set(second.parsed)
+    assert len(first.parsed) + len(second.parsed) > 50
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [w for w in workers if _alive(w)]
+
+
+def test_workers_that_died_between_shards_are_forked_again_and_nothing_is_lost():
+    pages = [_result(f"http://h.test/p{i}", f"<html><title>p{i}</title></html>".encode()) for i in range(20)]
+    workers = ParseWorkers(1)
+    try:
+        (first,) = workers.pids()
+        os.kill(first, signal.SIGKILL)
+        time.sleep(0.2)
+        with ParsePool(workers, chunk_pages=4) as pool:  # the round notices the dead worker and forks anew
+            for page in pages:
+                pool.add(page)
+            parsed = pool.parsed()
+        (second,) = workers.pids()
+        assert second != first
+        assert pool.fallback == ""
+    finally:
+        workers.close()
+    assert parsed == {p.url: parse_html(p.body, p.url, p.content_type) for p in pages}
