@@ -1,0 +1,60 @@
+"""Settings of the Kafka bus: where the brokers are, the client options, the topics.
+
+Part of :class:`crawl_platform.config.Settings`; :mod:`crawl_platform.bus.kafka` reads them.
+"""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings
+
+
+class BusSettings(BaseSettings):
+    """Kafka: the brokers, librdkafka options, topic names and partitions."""
+
+    kafka_bootstrap_servers: str = Field(
+        "127.0.0.1:19092",
+        validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "kafka_bootstrap_servers"),
+        description="Kafka bootstrap servers. `crawl-platform up` starts the embedded broker here "
+        "unless KAFKA_BOOTSTRAP_SERVERS is set explicitly.",
+    )
+    kafka_client_config: dict[str, str] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("KAFKA_CLIENT_CONFIG", "kafka_client_config"),
+        description="Extra librdkafka settings as JSON (security.protocol, sasl.*, ssl.*), "
+        "passed to every producer, consumer and admin client.",
+    )
+    kafka_producer_config: dict[str, str] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("KAFKA_PRODUCER_CONFIG", "kafka_producer_config"),
+        description="Extra librdkafka producer settings as JSON. With the embedded Tansu 0.6 broker "
+        'use {"batch.num.messages": "1"} (`up` and the tests do): Tansu reports a wrong high '
+        "watermark for multi-record batches, and the sensors cut batches by watermark.",
+    )
+    seeds_topic: str = Field("crawl.seeds", validation_alias=AliasChoices("CRAWL_SEEDS_TOPIC", "seeds_topic"))
+    frontier_topic: str = Field(
+        "crawl.frontier", validation_alias=AliasChoices("CRAWL_FRONTIER_TOPIC", "frontier_topic")
+    )
+    dead_letter_topic: str = Field(
+        "crawl.dead-letter", validation_alias=AliasChoices("CRAWL_DEAD_LETTER_TOPIC", "dead_letter_topic")
+    )
+    pages_topic: str = Field(
+        "crawl.pages", validation_alias=AliasChoices("CRAWL_PAGES_TOPIC", "pages_topic"),
+        description="Topic of page events: one message per landed page version, keyed by URL, "
+        "published after the landing commits (at least once).",
+    )
+    page_events: bool = Field(
+        True, validation_alias=AliasChoices("CRAWL_PAGE_EVENTS", "page_events"),
+        description="Publish page events on CRAWL_PAGES_TOPIC (false: the topic stays empty).",
+    )
+    control_topic: str = Field(
+        "crawl.control", validation_alias=AliasChoices("CRAWL_CONTROL_TOPIC", "control_topic"),
+        description="Topic of control commands (cancel, pause, resume a crawl), keyed by crawl id.",
+    )
+    topic_partitions: int = Field(
+        8, ge=1, validation_alias=AliasChoices("CRAWL_TOPIC_PARTITIONS", "topic_partitions")
+    )
+
+    def kafka_config(self) -> dict[str, str]:
+        """librdkafka base configuration shared by producers, consumers and admin clients."""
+        return {"bootstrap.servers": self.kafka_bootstrap_servers, **self.kafka_client_config}

@@ -1,0 +1,83 @@
+"""Settings of the store: the lake's catalog and data files, its DuckDB, backups, the raw archive
+and Dagster's home.
+
+Part of :class:`crawl_platform.config.Settings`; :mod:`crawl_platform.store` reads them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, AliasChoices, Field
+from pydantic_settings import BaseSettings
+
+_MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)", re.IGNORECASE)
+
+
+def _memory_size(value: str) -> str:
+    """A size DuckDB reads, such as 256MB or 2GB (stripped), else a one-line error."""
+    if not _MEMORY_SIZE.fullmatch(value.strip()):
+        raise ValueError("a size such as 256MB or 2GB")
+    return value.strip()
+
+
+class LakeSettings(BaseSettings):
+    """The lake (catalog, data path, DuckDB memory), its backups and retention, the raw archive."""
+
+    lake_path: Path = Field(
+        Path("data/lake"), validation_alias=AliasChoices("CRAWL_LAKE_PATH", "lake_path"),
+        description="Folder of the embedded lake: its SQLite catalog (catalog.sqlite) and its Parquet "
+        "data files (data/), unless CRAWL_LAKE_CATALOG or CRAWL_LAKE_DATA_PATH say otherwise.",
+    )
+    lake_catalog: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_LAKE_CATALOG", "lake_catalog"),
+        description="The lake's catalog: empty for the embedded SQLite file under CRAWL_LAKE_PATH, "
+        "sqlite:PATH for another file, or postgres:DSN (e.g. postgres:dbname=crawl host=pg.internal "
+        "user=crawler) for a catalog every machine shares.",
+    )
+    lake_data_path: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_LAKE_DATA_PATH", "lake_data_path"),
+        description="Where the lake's Parquet files live: empty for CRAWL_LAKE_PATH/data, or a folder "
+        "every worker reaches (a shared mount; s3://bucket/prefix/ with the httpfs extension).",
+    )
+    lake_write_timeout_s: float = Field(
+        120.0, gt=0, validation_alias=AliasChoices("CRAWL_LAKE_WRITE_TIMEOUT", "lake_write_timeout_s"),
+        description="How long a writer waits for the lake's write lock (writers take turns; readers "
+        "never wait).",
+    )
+    lake_memory_limit: Annotated[str, AfterValidator(_memory_size)] = Field(
+        "1GB",
+        validation_alias=AliasChoices("CRAWL_LAKE_MEMORY_LIMIT", "lake_memory_limit"),
+        description="DuckDB's memory limit in each process that opens the lake (e.g. 1GB, 512MB): its "
+        "cache of what it read stays under it, and a query needing more spills to a temporary folder.",
+    )
+    lake_retention_days: int = Field(
+        7, ge=0, validation_alias=AliasChoices("CRAWL_LAKE_RETENTION_DAYS", "lake_retention_days"),
+        description="Days of lake snapshots lake maintenance keeps for time travel; older snapshots are "
+        "expired and the files only they referenced are removed.",
+    )
+    lake_backup_path: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_LAKE_BACKUP_PATH", "lake_backup_path"),
+        description="Folder lake_backup_job writes backups into (one folder per backup, "
+        "<snapshot>-<UTC time>); empty for backups/ next to CRAWL_LAKE_PATH.",
+    )
+    archive_path: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_ARCHIVE_PATH", "archive_path"),
+        description="Folder of the raw archive, the gzip WARC files the fetch steps write (pages.warc_file "
+        "is relative to it); empty for archive/ in CRAWL_LAKE_PATH. A local or mounted folder every "
+        "worker reaches (object storage is not supported).",
+    )
+    archive_responses: bool = Field(
+        True, validation_alias=AliasChoices("CRAWL_ARCHIVE", "archive_responses"),
+        description="Write every fetched response to the raw archive (false: pages get NULL warc_* "
+        "columns, and `show`, `export --format warc` and re-parsing have nothing to read).",
+    )
+    dagster_home: Path = Field(
+        Path("data/dagster_home"), validation_alias=AliasChoices("DAGSTER_HOME", "dagster_home")
+    )
+
+    def lake_backups_root(self) -> Path:
+        """The folder backups go into: ``CRAWL_LAKE_BACKUP_PATH``, or ``backups/`` beside the lake folder."""
+        return Path(self.lake_backup_path) if self.lake_backup_path else self.lake_path.parent / "backups"
