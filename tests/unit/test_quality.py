@@ -22,6 +22,7 @@ from crawl_platform.store.quality import (
     PAGES_RULES,
     SuiteResult,
     documents_query,
+    nullness_only,
     pages_query,
     rule_columns,
     validate_documents,
@@ -216,6 +217,9 @@ def test_the_checks_read_only_the_columns_their_rules_look_at(store) -> None:
          [fetch_result(url, page_html(url, "/y")) for url in urls])
     assert rule_columns(PAGES_RULES) == ["url", "version", "status", "error", "content_hash", "fetched_at", "batch_id"]
     assert rule_columns(DOCUMENTS_RULES) == ["url", "version", "text"]
+    # Of these, the checks only ask whether they are null: they read TRUE or NULL, not the texts.
+    assert nullness_only(PAGES_RULES) == {"error", "fetched_at", "batch_id"}
+    assert nullness_only(DOCUMENTS_RULES) == {"text"}
     for query, rules in ((pages_query, PAGES_RULES), (documents_query, DOCUMENTS_RULES)):
         for batches in (None, ["batch-1"]):
             sql, params = query(batches)
@@ -223,4 +227,6 @@ def test_the_checks_read_only_the_columns_their_rules_look_at(store) -> None:
                 frame = con.execute(sql, params or []).df()
             assert list(frame.columns) == rule_columns(rules)
             assert sorted(frame["url"]) == urls
+            assert all(set(frame[column].dropna()) <= {True} for column in nullness_only(rules))
+            assert frame["fetched_at" if rules is PAGES_RULES else "text"].notna().all()
             assert validate_pages(frame).success if rules is PAGES_RULES else validate_documents(frame).success
