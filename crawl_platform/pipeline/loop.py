@@ -209,9 +209,9 @@ def plan_frontier(topic: TopicState, queue: RunQueue, policy: LoopPolicy,
     requeues: list[Requeue] = []
     if cut.lost_partitions or topic.recreated:
         epoch += 1
-        lost = ("the frontier topic was created anew" if topic.recreated
-                else f"frontier partitions {cut.lost_partitions}")
-        requeues.append(Requeue(f"requeue-e{epoch}", f"{lost} lost their log: re-publishing pending URLs"))
+        lost = ("the frontier topic was created anew (the broker lost it)" if topic.recreated
+                else f"frontier partitions {cut.lost_partitions} lost their log")
+        requeues.append(Requeue(f"requeue-e{epoch}", f"{lost}: re-publishing pending URLs"))
     rank = priorities or {}
     batches = [PlannedBatch(batch_key(epoch, ranges), ranges, max(rank.get(r.partition, 0) for r in ranges))
                for ranges in cut.batches]

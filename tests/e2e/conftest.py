@@ -57,7 +57,9 @@ def start_platform(broker, tmp_path_factory):
     def stop_started() -> None:
         while started:
             dagster, tmp = started.pop()
-            dagster.stop()
+            # Not the 15 s a user's stack gets: a code server busy in a sensor evaluation at the end
+            # of a module then cost each module's teardown 15 s (docs/benchmarks.md, session 17).
+            dagster.stop(grace_s=5)
             for log in sorted((tmp / "logs").glob("*.log")):
                 sys.stderr.write(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}\n")
 
