@@ -180,7 +180,10 @@ def crawl_with_platform(site: ServedSite, workdir: Path, mode: str, batch_size: 
             _engine(result, measured, env, site, store, workdir, timeout_s)
         else:
             _dagster(result, measured, env, site, store, settings, workdir, max_concurrent_runs, timeout_s, reader)
-        rows = store.query("SELECT url FROM pages") if store.exists() else []
+        # Rows of pages that exist: a link to a file the site lacks (the Python docs link
+        # whatsnew/changelog.html, which Debian's python3.11-doc does not ship) lands as its 404,
+        # which Scrapy drops, and is no page of the site.
+        rows = store.query("SELECT url FROM pages WHERE status < 400") if store.exists() else []
         if rows:  # the measure of a stalled crawl: the longest time nothing was fetched
             (gap,) = store.query("SELECT max(gap) FROM (SELECT epoch(fetched_at) - epoch(lag(fetched_at) "
                                  "OVER (ORDER BY fetched_at)) AS gap FROM pages)")[0]
