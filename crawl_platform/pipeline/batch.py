@@ -327,6 +327,10 @@ class BatchCrawler:
     def expand(self, batch_id: str) -> FrontierGrowth:
         return expand_batch(self.frontier, batch_id, self.events)
 
+    def close(self) -> None:
+        """Ends the shard fetcher's parse workers and its connections."""
+        self.shard_fetcher.close()
+
 
 def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, FetchResult],
            landed: LandedBatch) -> None:

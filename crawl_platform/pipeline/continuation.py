@@ -99,7 +99,7 @@ class Continuation:
 
     def close(self) -> None:
         """Ends the parse workers and the fetcher's connections."""
-        self.crawler.shard_fetcher.close()
+        self.crawler.close()
 
     def first_level(self, key: str) -> Level | None:
         """The level after batch ``key``: from the end of ``key``'s ranges or of the last range
