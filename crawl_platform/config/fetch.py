@@ -114,7 +114,7 @@ class FetchSettings(BaseSettings):
     )
     parse_workers: int = Field(
         2, ge=0, le=16, validation_alias=AliasChoices("CRAWL_PARSE_WORKERS", "parse_workers"),
-        description="Processes a fetch step forks to parse its pages while its threads go on fetching "
-        "(fetching and parsing then use two cores); a run forks them once and keeps them for every link "
+        description="Processes a fetch step starts to parse its pages while its threads go on fetching "
+        "(fetching and parsing then use two cores); a run starts them once and keeps them for every link "
         "level it goes on to. 0: parse in the step's own process after the fetch.",
     )

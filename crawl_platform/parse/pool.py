@@ -3,29 +3,31 @@ fetch threads go on.
 
 A fetch step's process spends about as much CPU fetching (the HTTP client is Python) as parsing,
 and both need the GIL: parsed after the fetch, a one-host batch kept one core busy and left the
-other idle. :class:`ParsePool` hands the pages to forked :class:`ParseWorkers` in chunks as they
-arrive (:meth:`ParsePool.add`, called from the fetch threads), so fetching and parsing overlap on
+other idle. :class:`ParsePool` hands the pages to :class:`ParseWorkers` in chunks as they arrive
+(:meth:`ParsePool.add`, called from the fetch threads), so fetching and parsing overlap on
 separate cores; :meth:`ParsePool.parsed` waits for the rest. With 0 workers
-(``CRAWL_PARSE_WORKERS=0``), or where a process cannot fork children, the pages are parsed in the
+(``CRAWL_PARSE_WORKERS=0``), or where a process cannot start children, the pages are parsed in the
 step's own process after the fetch, as before. A chunk whose worker died or failed is parsed again
 in the step's process, so nothing is lost and a page's parse error is the one it always had.
 
-The workers are forked before the step's fetch threads start, and die with the step's process
-(``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind. One set of workers serves
-every pool of its owner (:class:`~crawl_platform.pipeline.shard.ShardFetcher`), so a run that goes
-on level after level forks them once, while its heap is small: workers forked for each level
-inherited the heap of a run that was landing the level before, and kept a private copy of every
-page of it that the run then wrote or freed (docs/benchmarks.md, session 17).
+The workers are new interpreters that import only the parser (``spawn``, about 35 MB each), not
+forks of the step's process: a forked worker inherited the heap of a Dagster run, and kept a
+private copy of every page of it that the run then wrote or freed, 158 MB each at 100,000 pages
+(docs/benchmarks.md, sessions 17 and 18). They die with the step's process
+(``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind. One set of workers serves every
+pool of its owner (:class:`~crawl_platform.pipeline.shard.ShardFetcher`), so a run that goes on
+level after level starts them once.
 """
 
 from __future__ import annotations
 
 import ctypes
-import gc
-import multiprocessing
+import multiprocessing.context
 import os
 import signal
+import sys
 import threading
+import types
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
@@ -60,16 +62,37 @@ def _worker_init(parent: int) -> None:
     if os.getppid() != parent:  # the parent died before the line above took effect
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The garbage collector would walk every object inherited from the step's process, writing
-    # to (so copying) all their pages: the worker only collects what it allocates itself.
-    gc.freeze()
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A parse worker's process: a new interpreter. ``spawn`` also imports the parent's
+    ``__main__`` module in the child, which is the daemon's module in a Dagster run forked by the
+    platform's run launcher, and the CLI in an engine crawl: each
+    would bring Dagster, or the whole engine, into every worker. The worker needs none of it (it
+    runs :func:`parse_pages`), so the parent's ``__main__`` is hidden while the child starts."""
+
+    def start(self) -> None:
+        with _MAIN_LOCK:
+            main = sys.modules["__main__"]
+            sys.modules["__main__"] = types.ModuleType("__main__")
+            try:
+                super().start()
+            finally:
+                sys.modules["__main__"] = main
+
+
+class _WorkerContext(multiprocessing.context.SpawnContext):
+    Process = _WorkerProcess
 
 
 class ParseWorkers:
-    """``count`` forked parse processes, forked here (before any fetch thread runs) and kept
-    until :meth:`close`, for as many :class:`ParsePool` rounds as their owner runs. ``count`` is 0,
-    and :attr:`fallback` says why, where this process cannot fork children. Workers that died are
-    forked again at the next :meth:`renew`."""
+    """``count`` parse processes, started here (before any fetch thread runs) and kept until
+    :meth:`close`, for as many :class:`ParsePool` rounds as their owner runs. ``count`` is 0, and
+    :attr:`fallback` says why, where this process cannot start children. Workers that died are
+    started again at the next :meth:`renew`."""
 
     def __init__(self, count: int) -> None:
         self.count = count
@@ -78,15 +101,19 @@ class ParseWorkers:
         self.renew()
 
     def renew(self) -> None:
-        """Fork the workers if there are none, or if one of them died (a round then starts whole)."""
+        """Start the workers if there are none, or if one of them died (a round then starts whole)."""
         if self.count <= 0 or (self._pool is not None and not getattr(self._pool, "_broken", False)):
             return
         self.close()
         try:
-            pool = ProcessPoolExecutor(self.count, mp_context=multiprocessing.get_context("fork"),
+            pool = ProcessPoolExecutor(self.count, mp_context=_WorkerContext(),
                                        initializer=_worker_init, initargs=(os.getpid(),))
-            pool.submit(int).result()  # forks every worker now, before the fetch threads run
-        except (OSError, AssertionError, BrokenProcessPool) as err:  # e.g. a daemonic process may not fork children
+            # One submit starts one process while none is idle (none is before they import):
+            # every worker starts now, on this thread, not later from a fetch thread. Nothing
+            # waits for them; the first chunks queue until they have imported the parser.
+            for _ in range(self.count):
+                pool.submit(int)
+        except (OSError, AssertionError, BrokenProcessPool) as err:  # e.g. a daemonic process may not have children
             self.fallback = f"parse workers unavailable ({type(err).__name__}: {err}); parsing in the step's process"
             self.count = 0
             return
@@ -117,7 +144,7 @@ class ParseWorkers:
 
 
 class ParsePool:
-    """One round of parsing: HTML fetch results parsed by ``workers`` (a count, forked for this
+    """One round of parsing: HTML fetch results parsed by ``workers`` (a count, started for this
     pool alone, or a :class:`ParseWorkers` its owner keeps for many rounds; 0: in this process, at
     the end) as they arrive. Thread-safe :meth:`add`; call :meth:`parsed` once, then :meth:`close`."""
 
@@ -183,7 +210,7 @@ class ParsePool:
         return out
 
     def close(self) -> None:
-        """Ends the workers this pool forked for itself; an owner's workers stay."""
+        """Ends the workers this pool started for itself; an owner's workers stay."""
         if self._owned:
             self._workers.close()
 

@@ -31,7 +31,7 @@ class ShardResult:
 class ShardFetcher:
     """Fetches, archives and parses one shard of whole hosts; needs neither the bus nor the store.
     With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
-    disk before this returns, so before any row points into it). Its parse workers are forked at
+    disk before this returns, so before any row points into it). Its parse workers are started at
     the first shard and parse every later one too (a continuing run's levels), until :meth:`close`."""
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None, *,
@@ -42,7 +42,7 @@ class ShardFetcher:
         self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
         self.parse_workers = parse_workers  # CRAWL_PARSE_WORKERS: processes parsing while the fetch goes on
         self.fallback = ""  # why the last shard was parsed in this process although workers were asked for
-        self._workers: ParseWorkers | None = None  # forked at the first shard, kept for the next ones until close()
+        self._workers: ParseWorkers | None = None  # started at the first shard, kept for the next ones until close()
 
     def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "",
               shard: str = "s0") -> ShardResult:

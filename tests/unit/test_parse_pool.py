@@ -1,9 +1,9 @@
-"""Parsing beside the fetch (crawl_platform.parse.pool): a fetch step's pages parsed in forked
-workers while it fetches give exactly what parsing in the step gives, on a served site with broken
+"""Parsing beside the fetch (crawl_platform.parse.pool): a fetch step's pages parsed in worker
+processes while it fetches give exactly what parsing in the step gives, on a served site with broken
 and non-HTML pages; a dead worker's pages are parsed in the step, nothing lost; the workers die
-with the step's process, even when it is killed; a process that cannot fork parses inline; and a
-shard fetcher forks its workers once for all its shards (a continuing run's levels), again only
-when they died."""
+with the step's process, even when it is killed; they never import the step's ``__main__``; a
+process that cannot start children parses inline; and a shard fetcher starts its workers once for
+all its shards (a continuing run's levels), again only when they died."""
 
 from __future__ import annotations
 
@@ -30,14 +30,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _children(pid: int) -> set[int]:
+    """``pid``'s parse workers: its children that multiprocessing spawned (not its resource tracker)."""
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                command = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if int(fields[1]) == pid:
+            if int(fields[1]) == pid and b"spawn_main" in command:
                 found.add(int(entry.name))
     return found
 
@@ -120,7 +122,26 @@ def test_the_workers_die_with_the_step_process_even_when_it_is_killed():
         step.kill()
 
 
-def test_a_process_that_cannot_fork_workers_parses_in_the_step(monkeypatch):
+def test_the_workers_do_not_import_the_step_process_main_module(tmp_path):
+    """spawn imports the parent's ``__main__`` in each child unless it is hidden: in a Dagster run
+    that is the daemon's module, which would bring Dagster into every worker."""
+    imported = tmp_path / "imported"
+    main = tmp_path / "step_main.py"
+    main.write_text(f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+                    f"open({str(imported)!r}, 'a').write(__name__ + '\\n')\n"
+                    "if __name__ == '__main__':\n"
+                    "    from crawl_platform.parse.pool import ParseWorkers\n"
+                    "    workers = ParseWorkers(2)\n"
+                    "    page = ('http://h.test/', b'<html><title>T</title></html>', 'http://h.test/', 'text/html')\n"
+                    "    futures = [workers.submit([page], 'lxml', True) for _ in range(4)]\n"
+                    "    print(sorted({f.result()[0][1].title for f in futures}), len(workers.pids()))\n"
+                    "    workers.close()\n")
+    done = subprocess.run([sys.executable, str(main)], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["['T']", "2"]
+    assert imported.read_text().split() == ["__main__"]  # not again as __mp_main__ in a worker
+
+
+def test_a_process_that_cannot_start_workers_parses_in_the_step(monkeypatch):
     import multiprocessing.process  # noqa: PLC0415
 
     monkeypatch.setattr(multiprocessing.process.current_process(), "_config",
@@ -139,7 +160,7 @@ def test_non_html_results_are_not_parsed(workers):
         assert pool.parsed() == {}
 
 
-def test_a_shard_fetcher_forks_its_workers_once_for_every_shard_and_close_ends_them():
+def test_a_shard_fetcher_starts_its_workers_once_for_every_shard_and_close_ends_them():
     site = DemoSite(n_pages=60, seed=5)
     before = _children(os.getpid())
     with site.serve() as server:
@@ -163,14 +184,14 @@ def test_a_shard_fetcher_forks_its_workers_once_for_every_shard_and_close_ends_t
     assert not [w for w in workers if _alive(w)]
 
 
-def test_workers_that_died_between_shards_are_forked_again_and_nothing_is_lost():
+def test_workers_that_died_between_shards_are_started_again_and_nothing_is_lost():
     pages = [_result(f"http://h.test/p{i}", f"<html><title>p{i}</title></html>".encode()) for i in range(20)]
     workers = ParseWorkers(1)
     try:
         (first,) = workers.pids()
         os.kill(first, signal.SIGKILL)
         time.sleep(0.2)
-        with ParsePool(workers, chunk_pages=4) as pool:  # the round notices the dead worker and forks anew
+        with ParsePool(workers, chunk_pages=4) as pool:  # the round notices the dead worker and starts anew
             for page in pages:
                 pool.add(page)
             parsed = pool.parsed()
