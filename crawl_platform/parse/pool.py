@@ -10,10 +10,10 @@ separate cores; :meth:`ParsePool.parsed` waits for the rest. With 0 workers
 step's own process after the fetch, as before. A chunk whose worker died or failed is parsed again
 in the step's process, so nothing is lost and a page's parse error is the one it always had.
 
-The workers are new interpreters that import only the parser (``spawn``, about 35 MB each), not
-forks of the step's process: a forked worker inherited the heap of a Dagster run, and kept a
-private copy of every page of it that the run then wrote or freed, 158 MB each at 100,000 pages
-(docs/benchmarks.md, sessions 17 and 18). They die with the step's process
+The workers are new interpreters that import only the parser (``spawn``; 45 MB each at
+100,000 pages), not forks of the step's process: a forked worker inherited the heap of a Dagster
+run, and kept a private copy of every page of it that the run then wrote or freed, 158 MB each at
+100,000 pages (docs/benchmarks.md, sessions 17 and 18). They die with the step's process
 (``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind. One set of workers serves every
 pool of its owner (:class:`~crawl_platform.pipeline.shard.ShardFetcher`), so a run that goes on
 level after level starts them once.
@@ -69,10 +69,10 @@ _MAIN_LOCK = threading.Lock()
 
 class _WorkerProcess(multiprocessing.context.SpawnProcess):
     """A parse worker's process: a new interpreter. ``spawn`` also imports the parent's
-    ``__main__`` module in the child, which is the daemon's module in a Dagster run forked by the
-    platform's run launcher, and the CLI in an engine crawl: each
-    would bring Dagster, or the whole engine, into every worker. The worker needs none of it (it
-    runs :func:`parse_pages`), so the parent's ``__main__`` is hidden while the child starts."""
+    ``__main__`` module in the child: the daemon's module in a Dagster run forked by the
+    platform's run launcher, the CLI in an engine crawl, each bringing Dagster or the whole engine
+    into every worker. The worker needs none of it (it runs :func:`parse_pages`), so the parent's
+    ``__main__`` is hidden while the child starts."""
 
     def start(self) -> None:
         with _MAIN_LOCK:
