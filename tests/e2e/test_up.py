@@ -62,8 +62,12 @@ def test_up_runs_the_demo_crawl_and_ctrl_c_stops_everything(tmp_path):
             time.sleep(2)
         else:
             pytest.fail("demo crawl did not finish:\n" + status.stdout + "".join(lines))
-        runs = _graphql(ui_port, "{ runsOrError { ... on Runs { results { status jobName } } } }")
-        succeeded = {r["jobName"] for r in runs["runsOrError"]["results"] if r["status"] == "SUCCESS"}
+        # The last level's pages are counted before its run ends: wait for a batch run to succeed.
+        succeeded = set()
+        while "crawl_batch_job" not in succeeded and time.monotonic() < deadline:
+            runs = _graphql(ui_port, "{ runsOrError { ... on Runs { results { status jobName } } } }")
+            succeeded = {r["jobName"] for r in runs["runsOrError"]["results"] if r["status"] == "SUCCESS"}
+            time.sleep(0 if "crawl_batch_job" in succeeded else 1)
         assert "crawl_batch_job" in succeeded
         # The seeds sensor registered the crawl itself (no intake run) and reported `crawls`.
         crawls = _graphql(ui_port, '{ assetOrError(assetKey: {path: ["crawls"]}) { ... on Asset { '
