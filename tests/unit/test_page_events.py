@@ -80,3 +80,31 @@ def test_events_the_broker_did_not_confirm_are_published_again_and_recorded_once
     events = [e for _, e in subscribed_events(settings, settings.topic_partitions)]
     assert sorted(e.url for e in events) == sorted(urls * 2)
     assert {(e.version, e.status) for e in events} == {(1, 200)}
+
+
+def test_page_events_go_out_in_record_batches_while_the_frontier_keeps_one_record_each(settings):
+    """The embedded broker keeps about 1.1 KB per record batch; only the topics cut by watermark
+    need one record per batch (its watermark then counts records), so page events are batched. Its
+    watermark stops short of a batched log's end, which a subscriber reads to the end all the same."""
+    bus = KafkaBus.from_settings(settings)
+    bus.ensure_topics()
+    payloads = [(b"http://batched.test/", f"event {i}".encode()) for i in range(2000)]  # one key: one partition
+    assert all(bus.publish(bus.pages_topic, payloads))
+    assert all(bus.publish(bus.frontier_topic, payloads))
+    pages_marks, frontier_marks = bus.watermarks(bus.pages_topic), bus.watermarks(bus.frontier_topic)
+    assert sum(high for _low, high in frontier_marks.values()) == 2000
+    assert sum(high for _low, high in pages_marks.values()) < 2000  # record batches of many records
+    assert sum(high for _low, high in bus.log_ends(bus.pages_topic).values()) == 2000
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap_servers, "group.id": "outside-reader",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        (partition,) = [p for p, (_low, high) in pages_marks.items() if high]
+        consumer.assign([TopicPartition(bus.pages_topic, partition, 0)])
+        values = []
+        while (msg := consumer.poll(10.0)) is not None and not msg.error():
+            values.append(msg.value())
+        assert msg is not None
+        assert msg.error().code() == -191  # _PARTITION_EOF, after the last record
+    finally:
+        consumer.close()
+    assert values == [value for _key, value in payloads]
