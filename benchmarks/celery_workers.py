@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.crawl_benchmark import first_row_after
 from crawl_platform.bus.broker import (
-    EMBEDDED_PRODUCER_CONFIG,
+    EMBEDDED_BUS_SETTINGS,
     EmbeddedBroker,
 )
 from crawl_platform.cli.demo_site import DemoSite
@@ -113,7 +113,7 @@ def run_mode(args: argparse.Namespace, executor: str, n_workers: int, broker: Em
     tmp = Path(tempfile.mkdtemp(prefix=f"celery-bench-{executor}-{n_workers}-"))
     celery_broker, celery_backend = BROKERS[args.celery_broker]
     settings = Settings(
-        kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+        kafka_bootstrap_servers=broker.bootstrap_servers, **EMBEDDED_BUS_SETTINGS,
         seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
         lake_path=tmp / "lake", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",
         batch_size=args.batch_size, fetch_shards=args.fetch_shards, host_delay_ms=args.host_delay_ms,

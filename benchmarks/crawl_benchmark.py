@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from crawl_platform.bus.broker import (
-    EMBEDDED_PRODUCER_CONFIG,
+    EMBEDDED_BUS_SETTINGS,
     EmbeddedBroker,
 )
 from crawl_platform.bus.kafka import KafkaBus
@@ -82,7 +82,7 @@ def main() -> None:
         servers = [stack.enter_context(site.serve()) for site in sites]
         tag = uuid.uuid4().hex[:6]
         settings = Settings(
-            kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+            kafka_bootstrap_servers=broker.bootstrap_servers, **EMBEDDED_BUS_SETTINGS,
             seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
             lake_path=tmp / "lake", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",
             batch_size=args.batch_size,

@@ -36,7 +36,7 @@ from measure import CpuWindow, TreeSampler, children_cpu_s, loadavg, reap_and_ki
 from static_site import ServedSite
 
 from crawl_platform.bus.broker import (
-    EMBEDDED_PRODUCER_CONFIG,
+    EMBEDDED_BUS_SETTINGS,
     EmbeddedBroker,
 )
 from crawl_platform.config import Settings
@@ -135,7 +135,7 @@ class _Measured:
 def platform_settings(workdir: Path, bootstrap: str, batch_size: int, host_delay_ms: int) -> Settings:
     tag = uuid.uuid4().hex[:6]
     return Settings(
-        kafka_bootstrap_servers=bootstrap, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+        kafka_bootstrap_servers=bootstrap, **EMBEDDED_BUS_SETTINGS,
         seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
         lake_path=workdir / "lake", dagster_home=workdir / "dagster_home", handoff_dir=workdir / "handoff",
         batch_size=batch_size,

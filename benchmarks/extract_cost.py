@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker
+from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, EmbeddedBroker
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.config import Settings
 from crawl_platform.extract.engine import Extractor, PageBody
@@ -56,7 +56,7 @@ def from_archive() -> None:
     with EmbeddedBroker(port=0) as broker, DocsSite() as docs:
         tag = uuid.uuid4().hex[:6]
         settings = Settings(kafka_bootstrap_servers=broker.bootstrap_servers,
-                            kafka_producer_config=EMBEDDED_PRODUCER_CONFIG, frontier_topic=f"f-{tag}",
+                            **EMBEDDED_BUS_SETTINGS, frontier_topic=f"f-{tag}",
                             seeds_topic=f"s-{tag}", dead_letter_topic=f"d-{tag}", host_delay_ms=0,
                             allowed_networks=["127.0.0.0/8"], batch_size=200,
                             lake_path=Path(tempfile.mkdtemp()) / "lake")

@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker
+from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, EmbeddedBroker
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
@@ -37,7 +37,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="events-bench-"))
     with EmbeddedBroker(port=0) as broker:
         settings = Settings(lake_path=root / "lake", kafka_bootstrap_servers=broker.bootstrap_servers,
-                            kafka_producer_config=EMBEDDED_PRODUCER_CONFIG)
+                            **EMBEDDED_BUS_SETTINGS)
         store = CrawlStore.from_settings(settings)
         bus = KafkaBus.from_settings(settings)
         bus.ensure_topics()

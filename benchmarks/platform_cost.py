@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from measure import machine_cpu_s
 
-from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker
+from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, EmbeddedBroker
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.config import Settings
 from crawl_platform_dagster.instance import write_instance_yaml
@@ -74,7 +74,7 @@ def main() -> int:
         with EmbeddedBroker(port=0, log_path=tmp / "tansu.log") as broker:
             tag = uuid.uuid4().hex[:8]
             settings = Settings(
-                kafka_bootstrap_servers=broker.bootstrap_servers, kafka_producer_config=EMBEDDED_PRODUCER_CONFIG,
+                kafka_bootstrap_servers=broker.bootstrap_servers, **EMBEDDED_BUS_SETTINGS,
                 seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
                 pages_topic=f"pages-{tag}", control_topic=f"control-{tag}", topic_partitions=4,
                 lake_path=tmp / "lake", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",

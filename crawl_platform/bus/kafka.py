@@ -26,12 +26,6 @@ from crawl_platform.config import Settings
 
 _KAFKA_LOG = logging.getLogger("crawl_platform.kafka")
 
-# Producer settings only the topics cut into batches by their high watermark need (seeds, frontier,
-# control): ``batch.num.messages`` 1 works around Tansu 0.6's watermark (``EMBEDDED_PRODUCER_CONFIG``).
-# Page events are never cut that way, so their producer batches: Tansu keeps about 1.1 KB per
-# record batch besides the records, which at 100k pages was 100 MB of events sent one per batch.
-WATERMARK_ONLY_SETTINGS = frozenset({"batch.num.messages"})
-
 
 class KafkaBus:
     """Topics of one crawl deployment on one Kafka cluster (the real :class:`~crawl_platform.bus.base.Bus`)."""
@@ -47,6 +41,7 @@ class KafkaBus:
         producer_config: dict[str, str] | None = None,
         pages_topic: str = "crawl.pages",
         control_topic: str = "crawl.control",
+        exact_log_ends: bool = False,
     ) -> None:
         # librdkafka logs through Python logging instead of writing to stderr itself.
         self._config: dict[str, Any] = {**client_config, "logger": _KAFKA_LOG}
@@ -58,8 +53,10 @@ class KafkaBus:
         self.control_topic = control_topic
         self.partitions = partitions
         self.timeout_s = timeout_s
+        # Watermarks from the logs' true ends (see log_ends): for a broker whose high watermark
+        # stops short of a batched log's end (Tansu 0.6, KAFKA_EXACT_LOG_ENDS).
+        self.exact_log_ends = exact_log_ends
         self._producer: Producer | None = None
-        self._events_producer: Producer | None = None  # the pages topic's (see WATERMARK_ONLY_SETTINGS)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KafkaBus:
@@ -72,6 +69,7 @@ class KafkaBus:
             producer_config=settings.kafka_producer_config,
             pages_topic=settings.pages_topic,
             control_topic=settings.control_topic,
+            exact_log_ends=settings.kafka_exact_log_ends,
         )
 
     # --- topics --------------------------------------------------------------------------------
@@ -113,10 +111,16 @@ class KafkaBus:
         return text if text.strip("A=") else None  # an all-zero id means "not supported"
 
     def watermarks(self, topic: str, skip: Collection[int] = ()) -> dict[int, tuple[int, int]]:
-        """Low and high offsets of every partition of ``topic`` but those in ``skip``. Each one is
-        two ListOffsets requests, which the embedded broker (Tansu 0.6) answers by walking the
-        partition's in-memory log: 0.1 s of its CPU each at 100,000 records
-        (docs/benchmarks.md, session 16)."""
+        """Low and high offsets of every partition of ``topic`` but those in ``skip``; with
+        ``exact_log_ends`` the high ones are where the logs really end (:meth:`log_ends`). Each
+        partition is two ListOffsets requests, which the embedded broker (Tansu 0.6) answers by
+        walking the partition's in-memory log batch by batch: 0.1 s of its CPU each at 100,000
+        records sent one per batch, 2-3 ms when they came in batches (docs/benchmarks.md,
+        sessions 16 and 19)."""
+        marks = self._broker_watermarks(topic, skip)
+        return self._true_ends(topic, marks) if self.exact_log_ends else marks
+
+    def _broker_watermarks(self, topic: str, skip: Collection[int] = ()) -> dict[int, tuple[int, int]]:
         consumer = self._consumer()
         try:
             return {
@@ -148,7 +152,9 @@ class KafkaBus:
         the log's tail to its end rather than trusted from the high watermark: the embedded broker
         (Tansu 0.6) reports the base offset of the last record batch plus one, so the tail of a
         batch from a batching producer lies past its high watermark. One short read per call."""
-        marks = self.watermarks(topic)
+        return self._true_ends(topic, self._broker_watermarks(topic))
+
+    def _true_ends(self, topic: str, marks: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         tails = {p: high - 1 for p, (low, high) in marks.items() if high > low}
         if not tails:
             return marks
@@ -237,7 +243,7 @@ class KafkaBus:
         Returns one flag per item: True once the broker confirmed it. The caller keeps the
         unconfirmed ones marked as such and publishes them again on its next pass.
         """
-        producer = self._get_events_producer() if topic == self.pages_topic else self._get_producer()
+        producer = self._get_producer()
         delivered: list[bool] = []
 
         def on_delivery(index: int) -> Callable[[KafkaError | None, Message], None]:
@@ -264,34 +270,24 @@ class KafkaBus:
         return (murmur2(key) & 0x7FFFFFFF) % partitions
 
     def close(self) -> None:
-        for producer in (self._producer, self._events_producer):
-            if producer is not None:
-                producer.flush(self.timeout_s)
-        self._producer = self._events_producer = None
+        if self._producer is not None:
+            self._producer.flush(self.timeout_s)
+            self._producer = None
 
     # --- clients -----------------------------------------------------------------------------
     def _get_producer(self) -> Producer:
         if self._producer is None:
-            self._producer = self._new_producer(self._producer_config)
+            self._producer = Producer({
+                **self._config,
+                "linger.ms": "5",
+                "enable.idempotence": "false",
+                "acks": "all",
+                # Same partition for the same host key in every client (Java-compatible hash).
+                "partitioner": "murmur2_random",
+                "message.timeout.ms": str(int(self.timeout_s * 1000)),
+                **self._producer_config,
+            })
         return self._producer
-
-    def _get_events_producer(self) -> Producer:
-        if self._events_producer is None:
-            self._events_producer = self._new_producer(
-                {k: v for k, v in self._producer_config.items() if k not in WATERMARK_ONLY_SETTINGS})
-        return self._events_producer
-
-    def _new_producer(self, producer_config: dict[str, str]) -> Producer:
-        return Producer({
-            **self._config,
-            "linger.ms": "5",
-            "enable.idempotence": "false",
-            "acks": "all",
-            # Same partition for the same host key in every client (Java-compatible hash).
-            "partitioner": "murmur2_random",
-            "message.timeout.ms": str(int(self.timeout_s * 1000)),
-            **producer_config,
-        })
 
     def _consumer(self, fetch_wait_ms: int = 500) -> Consumer:
         """A reader by manual assignment. ``fetch_wait_ms`` is how long the broker may hold a fetch

@@ -27,10 +27,15 @@ class BusSettings(BaseSettings):
     kafka_producer_config: dict[str, str] = Field(
         default_factory=dict,
         validation_alias=AliasChoices("KAFKA_PRODUCER_CONFIG", "kafka_producer_config"),
-        description="Extra librdkafka producer settings as JSON. With the embedded Tansu 0.6 broker "
-        'use {"batch.num.messages": "1"} (`up` and the tests do): Tansu reports a wrong high '
-        "watermark for multi-record batches, and the sensors cut batches by watermark. Page events, "
-        "never cut by watermark, are batched whatever this says.",
+        description="Extra librdkafka producer settings as JSON.",
+    )
+    kafka_exact_log_ends: bool = Field(
+        False,
+        validation_alias=AliasChoices("KAFKA_EXACT_LOG_ENDS", "kafka_exact_log_ends"),
+        description="Find where each partition's log ends by reading its tail instead of trusting the "
+        "broker's high watermark (one short read per partition per look). The embedded Tansu 0.6 "
+        "broker needs it (`up` and the tests set it): its high watermark stops at the last record "
+        "batch's first record. Leave it off on a real cluster.",
     )
     seeds_topic: str = Field("crawl.seeds", validation_alias=AliasChoices("CRAWL_SEEDS_TOPIC", "seeds_topic"))
     frontier_topic: str = Field(

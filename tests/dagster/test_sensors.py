@@ -214,6 +214,18 @@ def test_a_burst_from_a_batching_producer_is_registered_and_dead_lettered_in_ful
     assert not _tick(seeds_sensor, instance, result.cursor).run_requests
 
 
+def test_a_frontier_burst_from_a_batching_producer_is_planned_to_its_last_url(crawl_env, bus, instance,
+                                                                             batching_producer):
+    # One record batch of 300 URLs: the embedded broker's high watermark stops at its first record,
+    # so the sensor must cut by where the log really ends (KAFKA_EXACT_LOG_ENDS).
+    for i in range(300):
+        batching_producer.send(crawl_env.frontier_topic, key=b"burst.test",
+                               value=encode(FrontierURL("c1", f"http://burst.test:9/p{i}", 1)))
+    batching_producer.flush(10)
+    planned = [parse_batch_key(r.partition_key)[1] for r in _tick(frontier_sensor, instance).run_requests]
+    assert sum(r.end - r.start for ranges in planned for r in ranges) == 300
+
+
 def test_no_batch_runs_while_dagster_yaml_leaves_frontier_partitions_unlimited(crawl_env, bus, tmp_path):
     # dagster.yaml written for 2 partitions; the topic has 4 (a larger topic, or a changed setting).
     write_instance_yaml(tmp_path / "home", partitions=2)

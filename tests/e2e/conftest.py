@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from crawl_platform.bus.broker import EMBEDDED_PRODUCER_CONFIG
+from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
@@ -76,7 +76,7 @@ def start_platform(broker, tmp_path_factory):
             databases.append(lake_database)
         tag = uuid.uuid4().hex[:8]
         values = {
-            "kafka_bootstrap_servers": broker.bootstrap_servers, "kafka_producer_config": EMBEDDED_PRODUCER_CONFIG,
+            "kafka_bootstrap_servers": broker.bootstrap_servers, **EMBEDDED_BUS_SETTINGS,
             "seeds_topic": f"seeds-{tag}", "frontier_topic": f"frontier-{tag}", "dead_letter_topic": f"dead-{tag}",
             "pages_topic": f"pages-{tag}",
             "control_topic": f"control-{tag}",
