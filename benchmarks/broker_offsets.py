@@ -1,10 +1,13 @@
-"""The embedded broker's CPU for a watermark read as a partition's log grows (session 16).
+"""The embedded broker's CPU for a watermark read as a partition's log grows (sessions 16, 19).
 
-Starts Tansu (the embedded broker) with a two-partition topic and fills partition 0 with
-``--records`` frontier-sized messages, one record per batch as `up` configures the producer.
-At each size in ``--at`` it prints the broker's own CPU (``/proc/PID/stat``) for one
-``KafkaBus.watermarks`` read of the full partition, of the empty one, and for a read of the last
-``--tail`` records, each averaged over ``--repeat`` calls:
+Starts Tansu (the embedded broker) with a two-partition topic and fills one partition with
+frontier-sized messages, 1,000 per publish, batched as the platform's producer does (with
+``--one-record-batches``, one record per batch, as it did before session 19). At each size in
+``--at`` it prints the broker's own CPU (``/proc/PID/stat``) for one ``KafkaBus.watermarks``
+read of the full partition (the broker's watermark; then the log's true end as
+``KAFKA_EXACT_LOG_ENDS`` finds it), of the empty one, and for a read of the last ``--tail``
+records, each averaged over ``--repeat`` calls (nan: the broker did not answer within the bus's
+10 s timeout), and the broker's RSS:
 
     .venv/bin/python benchmarks/broker_offsets.py --at 10000 50000 100000 --repeat 10
 """
@@ -19,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import EmbeddedBroker, free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.offsets import OffsetRange
@@ -33,46 +37,61 @@ def broker_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def broker_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--at", type=int, nargs="+", default=[10_000, 50_000, 100_000],
                         help="log sizes (records in partition 0) to measure at")
     parser.add_argument("--repeat", type=int, default=10, help="calls averaged per figure (10)")
     parser.add_argument("--tail", type=int, default=1000, help="records read from the log's end (1000)")
+    parser.add_argument("--one-record-batches", action="store_true", help="send one record per batch")
     args = parser.parse_args()
     with EmbeddedBroker(port=free_port()) as broker:
         assert broker._process is not None
         pid = broker._process.pid
         bus = KafkaBus({"bootstrap.servers": broker.bootstrap_servers}, "seeds", "frontier", "dead", 2,
-                       producer_config={"batch.num.messages": "1"})
+                       producer_config={"batch.num.messages": "1"} if args.one_record_batches else {})
+        exact = KafkaBus({"bootstrap.servers": broker.bootstrap_servers}, "seeds", "frontier", "dead", 2,
+                         exact_log_ends=True)
         bus.ensure_topics()
         filled = 0
 
         def each_ms(call: Callable[[], object], repeat: int) -> tuple[float, float]:
             cpu0, wall0 = broker_cpu_s(pid), time.monotonic()
             for _ in range(repeat):
-                call()
+                try:
+                    call()
+                except BusError:  # the broker did not answer in the bus's timeout
+                    return float("nan"), float("nan")
             return ((broker_cpu_s(pid) - cpu0) / repeat * 1000, (time.monotonic() - wall0) / repeat * 1000)
 
-        print(f"{'records':>8} | watermarks, full partition | watermarks, empty partition | last {args.tail} records")
+        print(f"{'records':>8} | watermarks, full partition | true end, full partition | "
+              f"watermarks, empty partition | last {args.tail} records | broker RSS")
         for size in sorted(args.at):
             while filled < size:
                 chunk = min(1000, size - filled)
                 # key b"h" lands in one partition; which one is the bus's choice, so find it below
                 bus.publish("frontier", [(b"h", MESSAGE % i) for i in range(filled, filled + chunk)])
                 filled += chunk
-            marks = bus.watermarks("frontier")
+            marks = bus.watermarks("frontier")  # right for one record per batch; the end is read below
+            if not args.one_record_batches:
+                marks = exact.watermarks("frontier")
             full = max(marks, key=lambda p: marks[p][1])
             (empty,) = [p for p in marks if p != full]
             high = marks[full][1]
             rows = [
                 each_ms(partial(bus.watermarks, "frontier", skip={empty}), args.repeat),
+                each_ms(partial(exact.watermarks, "frontier", skip={empty}), args.repeat),
                 each_ms(partial(bus.watermarks, "frontier", skip={full}), args.repeat),
                 each_ms(partial(bus.read_range, "frontier", OffsetRange(full, max(0, high - args.tail), high)),
                         max(1, args.repeat // 5)),
             ]
-            print(f"{size:>8} | " + " | ".join(f"{cpu:7.1f} ms CPU ({wall:6.1f} ms wall)" for cpu, wall in rows),
-                  flush=True)
+            print(f"{size:>8} | " + " | ".join(f"{cpu:7.1f} ms CPU ({wall:6.1f} ms wall)" for cpu, wall in rows)
+                  + f" | {broker_rss_mb(pid):.0f} MB", flush=True)
 
 
 if __name__ == "__main__":
