@@ -29,6 +29,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from crawl_benchmark import run_engine
 from crawlers import platform_settings
+from measure import _memory
 from static_site import serve_site
 
 from crawl_platform.bus.broker import EmbeddedBroker
@@ -40,10 +41,10 @@ _phase = ["between"]
 _timeline: list[list[Any]] = []  # [phase, RSS at entry, peak RSS, RSS at exit] per phase entered
 
 
-def _memory_mb(pid: int | str = "self") -> tuple[float, float]:
-    """(RSS, private) of a process (this one by default) in MB."""
+def _memory_mb() -> tuple[float, float]:
+    """(RSS, private) of this process in MB."""
     fields: dict[str, int] = {}
-    with open(f"/proc/{pid}/smaps_rollup") as f:
+    with open("/proc/self/smaps_rollup") as f:
         for line in f:
             name, _, rest = line.partition(":")
             if rest.strip().endswith("kB"):
@@ -102,7 +103,7 @@ def main() -> None:
         bus = KafkaBus.from_settings(settings)
         records = {t: sum(high - low for low, high in bus.log_ends(t).values())
                    for t in (bus.seeds_topic, bus.frontier_topic, bus.pages_topic, bus.dead_letter_topic)}
-        broker_mb = _memory_mb(broker._process.pid)[0] if broker._process else float("nan")
+        broker_mb = _memory(broker._process.pid, pss_too=False)[0] / 2**20 if broker._process else float("nan")
     print(f"{pages} pages in {wall:.1f} s ({pages / wall:.0f} pages/s), batch size {settings.partition_batch_size()}; "
           f"the broker holds {broker_mb:.0f} MB at the end, records per topic {records}")
     print("| phase | peak RSS MB | peak private MB |\n|---|---|---|")

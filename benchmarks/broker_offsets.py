@@ -20,7 +20,9 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+from measure import _memory
 
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import EmbeddedBroker, free_port
@@ -35,11 +37,6 @@ def broker_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat", "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def broker_rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
 def main() -> None:
@@ -77,9 +74,8 @@ def main() -> None:
                 # key b"h" lands in one partition; which one is the bus's choice, so find it below
                 bus.publish("frontier", [(b"h", MESSAGE % i) for i in range(filled, filled + chunk)])
                 filled += chunk
-            marks = bus.watermarks("frontier")  # right for one record per batch; the end is read below
-            if not args.one_record_batches:
-                marks = exact.watermarks("frontier")
+            # One record per batch keeps the broker's watermark right (and its tail unreadable when deep).
+            marks = (bus if args.one_record_batches else exact).watermarks("frontier")
             full = max(marks, key=lambda p: marks[p][1])
             (empty,) = [p for p in marks if p != full]
             high = marks[full][1]
@@ -91,7 +87,7 @@ def main() -> None:
                         max(1, args.repeat // 5)),
             ]
             print(f"{size:>8} | " + " | ".join(f"{cpu:7.1f} ms CPU ({wall:6.1f} ms wall)" for cpu, wall in rows)
-                  + f" | {broker_rss_mb(pid):.0f} MB", flush=True)
+                  + f" | {_memory(pid, pss_too=False)[0] / 2**20:.0f} MB", flush=True)
 
 
 if __name__ == "__main__":
