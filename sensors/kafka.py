@@ -1,7 +1,7 @@
 """Sensors that turn new offsets on the Kafka seeds, frontier and control topics into runs.
 
-Each tick reads the topic's watermarks (no messages; of the seeds topic, its real log end: one
-short read) and the run queue, asks the engine's crawl loop what to run next
+Each tick reads the topic's watermarks (no messages; on the embedded broker, where its logs
+really end: ``KAFKA_EXACT_LOG_ENDS``) and the run queue, asks the engine's crawl loop what to run next
 (:func:`crawl_platform.pipeline.loop.plan_frontier` and
 :func:`~crawl_platform.pipeline.loop.plan_seeds`) and maps that plan to ``RunRequest``s: every
 rule (batch size, backpressure, broker-loss epochs and requeues, the orphan rule, which frontier
@@ -233,10 +233,7 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
 def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SensorResult | SkipReason:
     settings = crawl.settings()
     try:
-        # Any producer writes the seeds topic: plan to where its log really ends, not to the high
-        # watermark, which the embedded broker reports too low after a multi-record batch.
-        plan = plan_seeds(read_topic(KafkaBus.from_settings(settings), settings.seeds_topic, context.cursor,
-                                     exact_end=True))
+        plan = plan_seeds(read_topic(KafkaBus.from_settings(settings), settings.seeds_topic, context.cursor))
     except BusError as err:
         return SkipReason(f"Kafka unavailable: {err}")
     if plan.lost:

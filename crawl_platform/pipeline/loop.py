@@ -150,25 +150,24 @@ class SeedsPlan:
     lost: bool  # the broker lost the seeds log: crawls submitted but not registered are gone
 
 
-def read_topic(bus: Bus, topic: str, raw_cursor: str | None, exact_end: bool = False,
-               held: Collection[int] = ()) -> TopicState:
+def read_topic(bus: Bus, topic: str, raw_cursor: str | None, held: Collection[int] = ()) -> TopicState:
     """The topic's watermarks and id, and the cursor's offsets and epoch. A missing topic (a
     fresh or restarted memory-only broker) is created; a topic whose id differs from the one the
     cursor was written for was created anew, even if new messages already refilled the old
-    offsets, so its cursor starts over. With ``exact_end`` the high offsets are where the logs
-    really end (:meth:`Bus.log_ends`), not the broker's high watermarks: for the seeds topic,
-    which any producer writes, batching or not. The ``held`` partitions' watermarks are not
+    offsets, so its cursor starts over. On the embedded broker the high offsets are where the logs
+    really end (``KAFKA_EXACT_LOG_ENDS``, see :meth:`Bus.watermarks`), whoever produced them,
+    batching or not. The ``held`` partitions' watermarks are not
     read (a continuing batch run holds them and reads their new offsets itself): on the embedded
     broker each read walks the partition's log, 0.2 s of its CPU at 100,000 records, and the
     frontier sensor looks every second. Raises :class:`BusError` when the broker is unreachable."""
     try:
-        watermarks = bus.log_ends(topic) if exact_end else bus.watermarks(topic, skip=held)
+        watermarks = bus.watermarks(topic, skip=held)
     except BusError:
         bus.ensure_topics()
-        watermarks = bus.log_ends(topic) if exact_end else bus.watermarks(topic, skip=held)
+        watermarks = bus.watermarks(topic, skip=held)
     # Every partition not held was read; the held ones were cut from this topic before (a topic
     # made anew with fewer partitions shows as recreated below, and its cursor starts over).
-    partitions = tuple(sorted(set(watermarks) | set(held))) if held and not exact_end else ()
+    partitions = tuple(sorted(set(watermarks) | set(held))) if held else ()
     topic_id = bus.topic_id(topic)
     cursor, epoch = decode_cursor(raw_cursor)
     known = cursor_topic_id(raw_cursor)
@@ -281,7 +280,7 @@ class CrawlLoop:
     def turn(self, report: LoopReport) -> bool:
         """One turn over the seeds and frontier topics; False when it found nothing to do."""
         busy = False
-        seeds = plan_seeds(read_topic(self.bus, self.bus.seeds_topic, self.seeds_cursor, exact_end=True))
+        seeds = plan_seeds(read_topic(self.bus, self.bus.seeds_topic, self.seeds_cursor))
         self.seeds_cursor = seeds.cursor
         for key in seeds.range_keys:
             registered = self.intake.register(OffsetRange.parse(key))
