@@ -61,6 +61,12 @@ class OperationsSettings(BaseSettings):
         15.0, gt=0, validation_alias=AliasChoices("CRAWL_STALL_MINUTES", "stall_minutes"),
         description="A crawl with pending URLs and no URL finished for this long is stalled (one alert per stall).",
     )
+    quality_max_wait_s: float = Field(
+        300.0, ge=0, le=86400, validation_alias=AliasChoices("CRAWL_QUALITY_MAX_WAIT_S", "quality_max_wait_s"),
+        description="The Great Expectations checks of landed batches wait while batch runs are going (their run "
+        "imports about 250 MB beside the batch run's peak) for at most this many seconds after the oldest "
+        "unchecked batch landed; once no batch run is going they start at the next tick. 0: check at once.",
+    )
     ui_url: str = Field(
         "http://127.0.0.1:3000", validation_alias=AliasChoices("CRAWL_UI_URL", "ui_url"),
         description="Base URL of the Dagster UI, for the links in alerts.",

@@ -85,7 +85,7 @@ def test_a_quality_run_that_errors_alerts_its_checks_with_their_links(
     _submit_and_register(bus, crawl_env, instance, site, "shop-2")
     key = _first_batch(bus, crawl_env, instance)
     assert materialize([crawl_batch, frontier], partition_key=key, instance=instance, resources=RESOURCES).success
-    (request,) = quality_sensor(build_sensor_context(instance=instance)).run_requests
+    (request,) = quality_sensor(build_sensor_context(instance=instance, resources=SENSOR_RESOURCES)).run_requests
     # The lake's catalog becomes unreachable before the checks read it.
     monkeypatch.setenv("CRAWL_LAKE_CATALOG", "postgres:dbname=no_such_catalog host=127.0.0.1 user=postgres")
     result = defs.resolve_job_def("crawl_quality_job").execute_in_process(
@@ -123,7 +123,7 @@ def test_a_failed_quality_check_alerts_once(crawl_env, bus, site, instance, stor
     assert materialize([crawl_batch, frontier], partition_key=key, instance=instance, resources=RESOURCES).success
     with store.write() as con:
         con.execute("UPDATE pages SET content_hash = 'not-a-hash' WHERE batch_id = ?", [key])
-    (request,) = quality_sensor(build_sensor_context(instance=instance)).run_requests
+    (request,) = quality_sensor(build_sensor_context(instance=instance, resources=SENSOR_RESOURCES)).run_requests
     result = defs.resolve_job_def("crawl_quality_job").execute_in_process(
         run_config=request.run_config, instance=instance, resources=RESOURCES)
 
