@@ -4,8 +4,8 @@
 hands over to it after two things that cut the time from a submitted seed to its first row:
 
 - **The fork server starts with the daemon.** :class:`~crawl_platform_dagster.launcher.ForkRunLauncher`
-  forks every run from a fork server that imports the definitions, Great Expectations and the
-  lake's DuckDB extensions once, about 10 s of imports. Dagster creates an instance's run launcher
+  forks every run from a fork server that imports the definitions and the lake's DuckDB
+  extensions once, about 10 s of imports. Dagster creates an instance's run launcher
   only when the first run is launched, so the first run of a new stack waited for all of it (seed to
   first row 14.6 s instead of 5.8 s, docs/benchmarks.md, session 8). Here the launcher is created
   once before the daemon starts and, when it is a :class:`ForkRunLauncher`, its fork server is

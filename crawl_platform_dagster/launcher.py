@@ -39,12 +39,13 @@ from dagster._serdes import ConfigurableClass, ConfigurableClassData, serialize_
 PID_TAG = "crawl/run_pid"
 HOST_TAG = "crawl/run_host"
 DEFAULT_PRELOAD = ("dagster._cli.api", "dagster_postgres", "pandas", "crawl_platform_dagster.definitions",
-                   "great_expectations", "crawl_platform_dagster.warm")
+                   "crawl_platform_dagster.warm")
 """What the fork server imports once: Dagster's run command, its PostgreSQL storage, pandas (DuckDB
-imports it at the first query with parameters), the definitions with the whole engine, and Great
-Expectations for the check runs. Importing Great Expectations costs about 4 CPU seconds, which every
-quality run paid before its first check (most of its 8 s); a batch run never touches it, and no
-other process imports it. ``crawl_platform_dagster.warm`` comes last: it freezes what the others
+imports it at the first query with parameters), and the definitions with the whole engine. Not
+Great Expectations: only quality runs use it, and preloaded it kept about 125 MB in the fork
+server that every crawl paid for, against 3-4 CPU s that each quality run now spends importing it
+(quality runs wait while batch runs go, so they are few; docs/benchmarks.md, session 20).
+``crawl_platform_dagster.warm`` comes last: it freezes what the others
 imported out of the garbage collector's reach, so forked runs keep sharing those pages."""
 
 
