@@ -41,6 +41,7 @@ from dagster import (
     RetryPolicy,
     asset,
     graph_multi_asset,
+    in_process_executor,
     op,
 )
 
@@ -71,6 +72,17 @@ class BatchConfig(Config):
     """No more shards than give this many URLs each: a step per handful of URLs costs more than it saves."""
 
 
+# Executors that run every step in the run's own process: the in-process one, and what
+# materialize() and execute_in_process() use.
+_IN_PROCESS_EXECUTORS = frozenset({in_process_executor.name, "execute_in_process_executor"})
+
+
+def _steps_share_the_process(context: OpExecutionContext | AssetExecutionContext) -> bool:
+    """Whether the run's steps run in its own process, so that they can share its parse workers;
+    Celery runs each step in a worker process that outlives it."""
+    return context.job_def.executor_def.name in _IN_PROCESS_EXECUTORS
+
+
 @op(
     ins={"crawls": In(Nothing)},
     out={"prepared": Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
@@ -80,6 +92,8 @@ class BatchConfig(Config):
 )
 def plan_batch(context: OpExecutionContext, config: BatchConfig,
                crawl: CrawlSettingsResource) -> Iterator[Output[PreparedBatch] | DynamicOutput[Shard]]:
+    if _steps_share_the_process(context):
+        crawl.start_parse_workers()  # they import while this step reads the batch
     _epoch, ranges = parse_batch_key(context.partition_key)
     prepared = crawl.batch_reader().prepare(context.partition_key, ranges, config.refetch_done)
     if prepared.lost:
@@ -103,7 +117,7 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
     if shard is None:  # the handoff is gone because the batch already landed (see land_batch)
         return None
     requests, hosts = shard
-    fetcher = crawl.shard_fetcher()
+    fetcher = crawl.shard_fetcher(shared_workers=_steps_share_the_process(context))
     try:
         result = fetcher.fetch(requests, hosts, context.partition_key, context.get_mapping_key() or "s0")
     finally:
@@ -220,7 +234,7 @@ def frontier(context: AssetExecutionContext, config: FrontierConfig,
         discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
     levels = 0
     if config.continue_seconds > 0:
-        continuation = crawl.continuation()
+        continuation = crawl.continuation(shared_workers=_steps_share_the_process(context))
         try:
             for done in continue_levels(continuation, context.partition_key, config.continue_seconds,
                                         before_level=lambda level: context.instance.add_dynamic_partitions(

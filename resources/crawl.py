@@ -7,6 +7,7 @@ Neighbours: assets/ and sensors/ receive these; crawl_platform/ does the work.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from dagster import ConfigurableResource
@@ -16,6 +17,7 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
+from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader
 from crawl_platform.pipeline.continuation import Continuation
 from crawl_platform.pipeline.intake import SeedIntake
@@ -57,11 +59,19 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
         store = CrawlStore.from_settings(settings)
         return BatchReader(KafkaBus.from_settings(settings), store, FrontierReadModel(store))
 
-    def shard_fetcher(self) -> ShardFetcher:
+    def shard_fetcher(self, shared_workers: bool = False) -> ShardFetcher:
+        """A fetcher for one shard; ``shared_workers``: parse with the process's parse workers
+        (:func:`run_parse_workers`) rather than its own, started and ended with it."""
         settings = self.settings()
         archive = CrawlStore.from_settings(settings).archive_root if settings.archive_responses else None
         return ShardFetcher(Fetcher.from_settings(settings), settings.parser, archive,
-                            main_content=settings.main_content, parse_workers=settings.parse_workers)
+                            main_content=settings.main_content, parse_workers=settings.parse_workers,
+                            workers=run_parse_workers(settings) if shared_workers else None)
+
+    def start_parse_workers(self) -> None:
+        """Start the run's parse workers now (they take about 0.4 s to import the parser), so that
+        the first fetch step's pages do not wait for them."""
+        run_parse_workers(self.settings())
 
     def batch_lander(self) -> BatchLander:
         store = self.store()
@@ -70,8 +80,29 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
     def batch_crawler(self) -> BatchCrawler:
         return BatchCrawler.from_settings(self.settings())
 
-    def continuation(self) -> Continuation:
-        return Continuation.from_settings(self.settings())
+    def continuation(self, shared_workers: bool = False) -> Continuation:
+        settings = self.settings()
+        return Continuation.from_settings(settings, run_parse_workers(settings) if shared_workers else None)
 
     def seed_intake(self) -> SeedIntake:
         return SeedIntake.from_settings(self.settings())
+
+
+_RUN_PARSE_WORKERS: dict[int, ParseWorkers] = {}  # by process id: a fork starts its own
+
+
+def run_parse_workers(settings: Settings) -> ParseWorkers | None:
+    """The parse workers that every step of this process shares, started at the first call: with
+    the in-process executor a run's steps (plan, fetch, land, then the levels its frontier step
+    goes on to) run in the run's process, which started them once per step before, 0.4 s of
+    waiting each time (docs/benchmarks.md, session 20). They end with the process. None with
+    ``CRAWL_PARSE_WORKERS=0``. Only steps that share their run's process ask for them: a Celery
+    worker process outlives the steps it runs, and each of those starts and ends its own."""
+    if settings.parse_workers <= 0:
+        return None
+    pid = os.getpid()
+    workers = _RUN_PARSE_WORKERS.get(pid)
+    if workers is None:
+        _RUN_PARSE_WORKERS.clear()  # another process's, inherited by a fork
+        workers = _RUN_PARSE_WORKERS[pid] = ParseWorkers(settings.parse_workers)
+    return workers

@@ -15,8 +15,8 @@ The workers are new interpreters that import only the parser (``spawn``; 45 MB e
 run, and kept a private copy of every page of it that the run then wrote or freed, 158 MB each at
 100,000 pages (docs/benchmarks.md, sessions 17 and 18). They die with the step's process
 (``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind. One set of workers serves every
-pool of its owner (:class:`~crawl_platform.pipeline.shard.ShardFetcher`), so a run that goes on
-level after level starts them once.
+pool of its owner (:class:`~crawl_platform.pipeline.shard.ShardFetcher`, or a Dagster run's process,
+which lends them to each of its steps), so a run that goes on level after level starts them once.
 """
 
 from __future__ import annotations

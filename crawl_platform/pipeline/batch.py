@@ -31,6 +31,7 @@ from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.frontier.states import CrawlState
 from crawl_platform.parse.html import ParsedPage, ParserEngine
+from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
 from crawl_platform.store.database import CrawlStore
@@ -287,7 +288,7 @@ class BatchCrawler:
     def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
                  page_events: bool = True, archive: bool = True,
                  revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True,
-                 parse_workers: int = 0) -> None:
+                 parse_workers: int = 0, workers: ParseWorkers | None = None) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -296,15 +297,17 @@ class BatchCrawler:
         read_model = FrontierReadModel(store)
         self.reader = BatchReader(bus, store, read_model)
         self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None,
-                                          main_content=main_content, parse_workers=parse_workers)
+                                          main_content=main_content, parse_workers=parse_workers,
+                                          workers=workers)
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> BatchCrawler:
+    def from_settings(cls, settings: Settings, workers: ParseWorkers | None = None) -> BatchCrawler:
+        """The crawler the settings describe; ``workers``: parse workers lent by their owner."""
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
                    Fetcher.from_settings(settings), settings.parser, settings.page_events,
                    settings.archive_responses, RevisitPolicy.from_settings(settings),
-                   main_content=settings.main_content, parse_workers=settings.parse_workers)
+                   main_content=settings.main_content, parse_workers=settings.parse_workers, workers=workers)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

@@ -35,6 +35,7 @@ from crawl_platform.bus.offsets import Batch, batch_key, parse_batch_key, plan_b
 from crawl_platform.config import Settings
 from crawl_platform.frontier.frontier import FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
+from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.batch import BatchCrawler, BatchReport, PreparedBatch
 from crawl_platform.pipeline.loop import LoopPolicy
 from crawl_platform.pipeline.shard import ShardResult
@@ -86,9 +87,10 @@ class Continuation:
         self.read_model = FrontierReadModel(crawler.store)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Continuation:
-        """A continuation with the sensor's batch size (an auto size from the hosts queued)."""
-        crawler = BatchCrawler.from_settings(settings)
+    def from_settings(cls, settings: Settings, workers: ParseWorkers | None = None) -> Continuation:
+        """A continuation with the sensor's batch size (an auto size from the hosts queued);
+        ``workers``: parse workers lent by their owner."""
+        crawler = BatchCrawler.from_settings(settings, workers)
         read_model = FrontierReadModel(crawler.store)
 
         def batch_size() -> int:  # the sensor's policy; the hosts queued are read only for an auto size

@@ -32,17 +32,21 @@ class ShardFetcher:
     """Fetches, archives and parses one shard of whole hosts; needs neither the bus nor the store.
     With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
     disk before this returns, so before any row points into it). Its parse workers are started at
-    the first shard and parse every later one too (a continuing run's levels), until :meth:`close`."""
+    the first shard and parse every later one too (a continuing run's levels), until :meth:`close`;
+    or they are lent by an owner that keeps them beyond it (``workers``)."""
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None, *,
-                 main_content: bool = True, parse_workers: int = 0) -> None:
+                 main_content: bool = True, parse_workers: int = 0, workers: ParseWorkers | None = None) -> None:
         self.fetcher = fetcher
         self.parser = parser
         self.archive = archive
         self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
         self.parse_workers = parse_workers  # CRAWL_PARSE_WORKERS: processes parsing while the fetch goes on
         self.fallback = ""  # why the last shard was parsed in this process although workers were asked for
-        self._workers: ParseWorkers | None = None  # started at the first shard, kept for the next ones until close()
+        # Started at the first shard and kept for the next ones until close(); or ``workers``, which
+        # their owner lends (a Dagster run's steps share one set) and close() leaves running.
+        self._workers: ParseWorkers | None = workers if parse_workers > 0 else None
+        self._owns_workers = self._workers is None
 
     def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "",
               shard: str = "s0") -> ShardResult:
@@ -78,7 +82,7 @@ class ShardFetcher:
 
     def close(self) -> None:
         """Ends the parse workers and the fetcher's connections."""
-        if self._workers is not None:
+        if self._workers is not None and self._owns_workers:
             self._workers.close()
-            self._workers = None
+        self._workers = None
         self.fetcher.close()

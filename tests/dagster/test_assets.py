@@ -1,6 +1,7 @@
 """Assets materialised through Dagster against a real broker, DuckDB file and demo site."""
 
 import hashlib
+from pathlib import Path
 
 import pytest
 from dagster import Failure, build_op_context, materialize
@@ -9,11 +10,14 @@ from crawl_platform.archive.reader import read_response
 from crawl_platform.bus.messages import decode_crawl_request
 from crawl_platform.bus.offsets import batch_key, parse_batch_key, plan_batches
 from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.config import Settings
+from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform.urls import host_of
 from crawl_platform_dagster.assets.checks import quality_checks
 from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier, land_batch
 from crawl_platform_dagster.assets.intake import crawls, submit_crawl_job
+from crawl_platform_dagster.resources import crawl as crawl_resources
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from tests.dagster.conftest import RESOURCES
 
@@ -178,3 +182,37 @@ def test_a_batch_run_goes_on_to_the_next_levels_each_materialised_as_its_own_par
     assert fetched == len(expected)
     own = next(m for m in events if m.asset_key.to_user_string() == "frontier" and m.partition == key)
     assert own.metadata["levels_continued"].value == len(levels)
+
+
+def test_a_runs_steps_share_one_set_of_parse_workers_that_outlives_them(crawl_env, bus, store, site, instance,
+                                                                         monkeypatch):
+    for workers in crawl_resources._RUN_PARSE_WORKERS.values():  # an earlier test's, in this process
+        workers.close()
+    crawl_resources._RUN_PARSE_WORKERS.clear()
+    started: list[int] = []
+    original = ParseWorkers.__init__
+
+    def counted(self: ParseWorkers, count: int) -> None:
+        started.append(count)
+        original(self, count)
+
+    monkeypatch.setattr(ParseWorkers, "__init__", counted)
+    for crawl_id in ("shared-1", "shared-2"):  # two runs in this process, each over several levels
+        submit_crawl(bus, build_crawl_request([site.base_url + "/"], crawl_id=crawl_id, max_depth=2))
+        seeds = plan_batches(bus.watermarks(crawl_env.seeds_topic), {}, batch_size=1000, max_batches=100)
+        assert materialize([crawls], instance=instance, resources=RESOURCES, run_config={
+            "ops": {"crawls": {"config": {"seed_ranges": [r.key for r in seeds.ranges[-1:]]}}}}).success
+        latest = max(_ranges(bus, crawl_env.frontier_topic), key=lambda r: r.end)
+        result = _materialize_batch(instance, batch_key(0, latest),
+                                    run_config={"ops": {"frontier": {"config": {"continue_seconds": 60}}}})
+        assert result.success
+        own = next(m.materialization for m in result.get_asset_materialization_events()
+                   if m.materialization.asset_key.to_user_string() == "frontier"
+                   and m.materialization.partition == batch_key(0, latest))
+        assert own.metadata["levels_continued"].value >= 1
+    # The plan step started them; the fetch step and every level of both runs parsed with them.
+    assert started == [Settings().parse_workers]
+    workers = crawl_resources.run_parse_workers(Settings())
+    assert workers is not None
+    assert len(workers.pids()) == Settings().parse_workers
+    assert all(Path(f"/proc/{pid}").exists() for pid in workers.pids())  # still running for the next run

@@ -184,6 +184,35 @@ def test_a_shard_fetcher_starts_its_workers_once_for_every_shard_and_close_ends_
     assert not [w for w in workers if _alive(w)]
 
 
+def test_lent_workers_parse_for_several_shard_fetchers_and_outlive_them():
+    site = DemoSite(n_pages=40, seed=7)
+    workers = ParseWorkers(2)
+    pids = workers.pids()
+    try:
+        with site.serve() as server:
+            urls = sorted(site.expected_urls(server.base_url))
+            results = []
+            for part in (urls[:20], urls[20:]):  # a run's fetch step, then a level it goes on to
+                fetcher = ShardFetcher(loopback_fetcher(), "lxml", None, parse_workers=2, workers=workers)
+                try:
+                    results.append(fetcher.fetch([FetchRequest(u) for u in part], []))
+                finally:
+                    fetcher.close()
+                assert fetcher.fallback == ""
+                assert workers.pids() == pids
+                assert all(_alive(p) for p in pids)  # closing the fetcher left the lender's workers running
+    finally:
+        workers.close()
+    assert len(pids) == 2
+    for result in results:
+        assert {u for u, r in result.results.items() if r.is_html} == set(result.parsed)
+    assert sum(len(r.parsed) for r in results) > 30
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if _alive(p)]
+
+
 def test_workers_that_died_between_shards_are_started_again_and_nothing_is_lost():
     pages = [_result(f"http://h.test/p{i}", f"<html><title>p{i}</title></html>".encode()) for i in range(20)]
     workers = ParseWorkers(1)
