@@ -85,4 +85,5 @@ class ShardFetcher:
         if self._workers is not None and self._owns_workers:
             self._workers.close()
         self._workers = None
+        self._owns_workers = True  # workers a later shard starts are its own
         self.fetcher.close()

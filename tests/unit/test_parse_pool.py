@@ -187,7 +187,7 @@ def test_a_shard_fetcher_starts_its_workers_once_for_every_shard_and_close_ends_
 def test_lent_workers_parse_for_several_shard_fetchers_and_outlive_them():
     site = DemoSite(n_pages=40, seed=7)
     workers = ParseWorkers(2)
-    pids = workers.pids()
+    pids = set(workers.pids())
     try:
         with site.serve() as server:
             urls = sorted(site.expected_urls(server.base_url))
@@ -199,18 +199,25 @@ def test_lent_workers_parse_for_several_shard_fetchers_and_outlive_them():
                 finally:
                     fetcher.close()
                 assert fetcher.fallback == ""
-                assert workers.pids() == pids
+                assert set(workers.pids()) == pids
                 assert all(_alive(p) for p in pids)  # closing the fetcher left the lender's workers running
+            before = _children(os.getpid())
+            again = fetcher.fetch([FetchRequest(u) for u in urls[:5]], [])  # after close(): workers of its own
+            own = _children(os.getpid()) - before
+            fetcher.close()
     finally:
         workers.close()
     assert len(pids) == 2
+    assert len(own) == 2
+    assert again.parsed
+    assert not own & set(pids)
     for result in results:
         assert {u for u, r in result.results.items() if r.is_html} == set(result.parsed)
     assert sum(len(r.parsed) for r in results) > 30
     deadline = time.monotonic() + 10
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(_alive(p) for p in pids | own) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids | own if _alive(p)]
 
 
 def test_workers_that_died_between_shards_are_started_again_and_nothing_is_lost():
