@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urljoin
 
 from crawl_platform.parse.encoding import decode_html
@@ -39,6 +40,7 @@ def strip_control(text: str) -> str:
 
 
 ParserEngine = Literal["lxml", "bs4"]  # CRAWL_PARSER
+_A = TypeVar("_A")  # a link as an engine gives it (an lxml element, a BeautifulSoup tag)
 
 
 @dataclass(frozen=True)
@@ -54,14 +56,28 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-def _collect(base_url: str, raw_links: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+def _collect(base_url: str, raw_links: Iterable[tuple[str, _A]],
+             anchor_text: Callable[[_A], str]) -> tuple[tuple[str, str], ...]:
+    """The links' canonical URLs in page order, each once, with the anchor text of its first link.
+    ``anchor_text`` reads a link's text, asked only for the links kept. A page links the same
+    href over and over, mostly with other fragments (the Python docs: 163,000 links, 23,000
+    distinct without their fragment), and a fragment never changes the URL, so each href is
+    resolved once, without it."""
     from crawl_platform.urls import resolve_link  # noqa: PLC0415 - keeps the import graph acyclic
 
     seen: dict[str, str] = {}
-    for href, anchor in raw_links:
+    tried: set[str] = set()
+    for raw, link in raw_links:
+        href = raw.strip()
+        cut = href.find("#")
+        if cut > 0:
+            href = href[:cut]
+        if href in tried:
+            continue
+        tried.add(href)
         url = resolve_link(base_url, href)
         if url is not None and url not in seen:
-            seen[url] = _squash(anchor)[:500]
+            seen[url] = _squash(anchor_text(link))[:500]
     return tuple(seen.items())
 
 
@@ -104,16 +120,24 @@ def _parse_lxml(markup: str, base_url: str) -> ParsedPage:
         base_url = urljoin(base_url, base.get("href"))
     title_el = doc.find(".//title")
     title = _squash(_text_content(title_el)) if title_el is not None else None
-    raw = [(a.get("href") or "", _text_content(a)) for a in doc.iter("a") if a.get("href")]
+    links = _collect(base_url, [(href, a) for a in doc.iter("a") if (href := a.get("href"))], _text_content)
     lxml.etree.strip_elements(doc, "script", "style", "noscript", "template", with_tail=False)
     body_el = doc.find("body")
-    text = _squash(" ".join((body_el if body_el is not None else doc).itertext()))
-    return ParsedPage(title or None, text, _collect(base_url, raw))
+    # The text nodes as one XPath list: what itertext() gives, a fifth cheaper on the Python docs.
+    text = _squash(" ".join(_text_nodes()(body_el if body_el is not None else doc)))
+    return ParsedPage(title or None, text, links)
 
 
 def _text_content(element: Any) -> str:
     """An element's text with its descendants', as lxml.html's ``text_content()`` gives it."""
     return str(_string_xpath()(element))
+
+
+@functools.cache
+def _text_nodes() -> Any:
+    import lxml.etree  # noqa: PLC0415
+
+    return lxml.etree.XPath("descendant-or-self::text()", smart_strings=False)
 
 
 @functools.cache
@@ -131,8 +155,9 @@ def _parse_bs4(markup: str, base_url: str) -> ParsedPage:
     if base is not None:
         base_url = urljoin(base_url, str(base.get("href")))
     title = _squash(soup.title.get_text()) if soup.title is not None else None
-    raw = [(str(a.get("href")), a.get_text()) for a in soup.find_all("a", href=True)]
+    links = _collect(base_url, [(str(a.get("href")), a) for a in soup.find_all("a", href=True)],
+                     lambda a: str(a.get_text()))
     for tag in soup(["script", "style", "noscript", "template"]):
         tag.decompose()
     root = soup.body if soup.body is not None else soup
-    return ParsedPage(title or None, _squash(root.get_text(" ")), _collect(base_url, raw))
+    return ParsedPage(title or None, _squash(root.get_text(" ")), links)

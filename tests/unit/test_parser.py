@@ -112,6 +112,22 @@ def test_links_are_deduplicated_after_canonicalisation(engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_an_href_repeated_with_other_fragments_keeps_its_first_anchor(engine):
+    """An index page links one page many times, by fragment: one link, with the first anchor's
+    text as the page showed it (a script inside an anchor is not text, but the anchor is read
+    before scripts are removed, as it always was)."""
+    body = b"""<body><a href="x.html#a">First <b>bold</b></a><p>text <i>inline</i>tail</p>
+    <a href=" x.html#b ">Second</a><a href="x.html">Third</a><a href="#only">self</a>
+    <a href="y.html#z">Why<!-- note --></a><a href="y.html#q">Again</a></body>"""
+    parsed = parse_html(body, "http://h.example/dir/p.html", "text/html", engine)
+    assert parsed.links == (
+        ("http://h.example/dir/x.html", "First bold"),
+        ("http://h.example/dir/y.html", "Why"),
+    )
+    assert parsed.text == "First bold text inline tail Second Third self Why Again"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_charset_from_the_content_type(engine):
     html = "<html><head><title>Привет мир</title></head><body><p>Съешь же ещё</p>" \
            '<a href="/путь">ссылка</a></body></html>'
