@@ -98,6 +98,7 @@ class ParseWorkers:
         self.count = count
         self.fallback = ""  # why the pages are parsed in the owner's process although workers were asked for
         self._pool: ProcessPoolExecutor | None = None
+        self._started: list[Future[int]] = []  # done once a worker has imported the parser
         self.renew()
 
     def renew(self) -> None:
@@ -111,8 +112,7 @@ class ParseWorkers:
             # One submit starts one process while none is idle (none is before they import):
             # every worker starts now, on this thread, not later from a fetch thread. Nothing
             # waits for them; the first chunks queue until they have imported the parser.
-            for _ in range(self.count):
-                pool.submit(int)
+            self._started = [pool.submit(int) for _ in range(self.count)]
         except (OSError, AssertionError, BrokenProcessPool) as err:  # e.g. a daemonic process may not have children
             self.fallback = f"parse workers unavailable ({type(err).__name__}: {err}); parsing in the step's process"
             self.count = 0
@@ -122,6 +122,12 @@ class ParseWorkers:
     @property
     def alive(self) -> bool:
         return self._pool is not None
+
+    @property
+    def ready(self) -> bool:
+        """Whether a worker has started (a new interpreter importing the parser: about half a
+        second). Until then, a chunk handed over would wait for it."""
+        return self._pool is not None and any(f.done() for f in self._started)
 
     def pids(self) -> list[int]:
         """The workers' process ids (tests kill one)."""
@@ -158,6 +164,8 @@ class ParsePool:
         self._pending: list[Page] = []
         self._pending_bytes = 0
         self._submitted: list[tuple[list[Page], Future[Parsed] | None]] = []
+        self._early: list[list[Page]] = []  # chunks that came before any worker had started
+        self.parsed_here = 0  # pages this process parsed itself (set by parsed())
         self._owned = isinstance(workers, int)
         self._workers = ParseWorkers(workers) if isinstance(workers, int) else workers
         self._workers.renew()
@@ -185,28 +193,50 @@ class ParsePool:
         return chunk
 
     def _submit(self, chunk: list[Page]) -> None:
-        future = self._workers.submit(chunk, self.engine, self.main_content)
+        """Hand the chunk to the workers, after the chunks kept while none had started yet; keep
+        it too while none has."""
         with self._lock:
-            self._submitted.append((chunk, future))
+            if chunk:
+                self._early.append(chunk)
+            if not self._early or not self._workers.ready:
+                return
+            chunks, self._early = self._early, []
+        for one in chunks:
+            future = self._workers.submit(one, self.engine, self.main_content)
+            with self._lock:
+                self._submitted.append((one, future))
 
     def parsed(self) -> dict[str, ParsedPage]:
-        """Every added page's parse, keyed by URL: waits for the workers, and parses here what
-        they could not."""
+        """Every added page's parse, keyed by URL. This process is idle from here until the
+        workers are done, so it parses too: the chunks no worker has taken yet, from the last
+        one back (the workers take them from the first), and those that came before any worker
+        had started (a small batch's pages then never wait for a worker's start). It waits for
+        the rest, and parses here what a worker could not."""
         with self._lock:
             rest = self._take()
-        if rest:
-            self._submit(rest)
+        self._submit(rest)  # with those kept, if a worker has started by now
         with self._lock:
             submitted, self._submitted = self._submitted, []
+            early, self._early = self._early, []
+        chunks = [*submitted, *((chunk, None) for chunk in early)]
+        results: list[Parsed | None] = [None] * len(chunks)
+        for index in reversed(range(len(chunks))):
+            chunk, future = chunks[index]
+            if future is None or future.cancel():  # cancel() fails once a worker has taken it
+                results[index] = parse_pages(chunk, self.engine, self.main_content)
+                self.parsed_here += len(chunk)
         out: dict[str, ParsedPage] = {}
-        for chunk, future in submitted:
-            pages = None
-            if future is not None:
+        for (chunk, future), done_here in zip(chunks, results, strict=True):
+            pages = done_here
+            if pages is None and future is not None:
                 try:
                     pages = future.result()
                 except Exception:  # a dead worker or a parse error: redone here, where an error surfaces
                     pages = None
-            out.update(pages if pages is not None else parse_pages(chunk, self.engine, self.main_content))
+            if pages is None:
+                pages = parse_pages(chunk, self.engine, self.main_content)
+                self.parsed_here += len(chunk)
+            out.update(pages)
         return out
 
     def close(self) -> None:

@@ -55,7 +55,8 @@ class ShardFetcher:
         its WARC file."""
         self.fetcher.prime(hosts)
         # With parse workers, pages are parsed in other processes as they arrive, so "parse" is
-        # only the wait for the last chunks. Without, the pool keeps them and parses them here after
+        # only the last chunks (this process parses those no worker has taken yet, after writing
+        # the shard's WARC file while the workers go on). Without, the pool keeps them and parses them here after
         # the fetch, not page by page inside it: on one host without a delay, interleaving the two
         # in one process cost a third more CPU (measured with benchmarks/fetch_hosts.py).
         if requests and self.parse_workers > 0 and self._workers is None:
@@ -65,18 +66,17 @@ class ShardFetcher:
             self.fallback = pool.fallback
             clock = time.perf_counter()
             results = self.fetcher.fetch_all(requests, pool.add)
-            fetch_s = time.perf_counter() - clock
+            seconds = {"fetch": time.perf_counter() - clock}
+            archived: dict[str, RecordPointer] = {}
+            if self.archive is not None:  # while the workers parse the last pages
+                clock = time.perf_counter()
+                archived = archive_results(self.archive, shard_file_name(batch_id, shard), results.values(),
+                                           {"isPartOf": batch_id or "batch", "shard": shard})
+                seconds["archive"] = time.perf_counter() - clock
             clock = time.perf_counter()
             by_url = pool.parsed()
-            parse_s = time.perf_counter() - clock
+            seconds["parse"] = time.perf_counter() - clock
         parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
-        seconds = {"fetch": fetch_s, "parse": parse_s}
-        archived: dict[str, RecordPointer] = {}
-        if self.archive is not None:
-            clock = time.perf_counter()
-            archived = archive_results(self.archive, shard_file_name(batch_id, shard), results.values(),
-                                       {"isPartOf": batch_id or "batch", "shard": shard})
-            seconds["archive"] = time.perf_counter() - clock
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
         return ShardResult(results, parsed, learned, seconds, archived)
 

@@ -237,3 +237,42 @@ def test_workers_that_died_between_shards_are_started_again_and_nothing_is_lost(
     finally:
         workers.close()
     assert parsed == {p.url: parse_html(p.body, p.url, p.content_type) for p in pages}
+
+
+def test_pages_that_come_before_a_worker_started_are_parsed_in_the_step():
+    """A small batch (a crawl's seed) does not wait half a second for a new interpreter."""
+    workers = ParseWorkers(1)
+    try:
+        assert not workers.ready  # a spawned interpreter takes far longer than this line
+        with ParsePool(workers) as pool:
+            page = _result("http://h.example/seed", b"<title>Seed</title><a href='/next'>n</a>")
+            pool.add(page)
+            parsed = pool.parsed()
+        assert parsed == {page.url: parse_html(page.body, page.url, "text/html")}
+        assert pool.parsed_here == 1
+        deadline = time.monotonic() + 60
+        while not workers.ready and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert workers.ready and workers.alive  # the workers started all the same, for the next rounds
+    finally:
+        workers.close()
+
+
+def test_the_step_parses_the_chunks_no_worker_has_taken_and_nothing_is_parsed_twice():
+    """Once the fetch is over, the step's process parses queued chunks from the last one back while
+    the workers take them from the first: every page exactly once, as the step alone parses it."""
+    body = b"<title>T</title>" + b"<p>word</p><a href='/x'>x</a>" * 2000  # a few ms of parsing each
+    pages = [_result(f"http://h.example/p{i}", body + str(i).encode()) for i in range(60)]
+    workers = ParseWorkers(1)
+    try:
+        deadline = time.monotonic() + 60
+        while not workers.ready and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with ParsePool(workers, chunk_pages=1) as pool:
+            for page in pages:
+                pool.add(page)
+            parsed = pool.parsed()
+        assert parsed == {p.url: parse_html(p.body, p.url, "text/html") for p in pages}
+        assert 0 < pool.parsed_here < len(pages)  # both parsed: the step some, the worker the rest
+    finally:
+        workers.close()
