@@ -268,12 +268,22 @@ def _control(settings: Settings, action: str, crawl_id: str) -> int:
     return 0
 
 
+QUICK_POLL_PENDING = 1000
+"""With this many URLs pending or fewer, ``crawl --wait`` looks at the lake's snapshot every
+:data:`QUICK_POLL_S` and reads the crawl's status as soon as a commit came, so it reports the end
+of a crawl within a fifth of a second rather than up to a second late (a small site's last link
+level lands seconds after its first). A snapshot look costs about 5 ms of CPU, a status read 40 ms
+and more on a big lake: with more pending, the status is read once a ``poll_s``."""
+QUICK_POLL_S = 0.2
+
+
 def wait_for_crawl(read_model: FrontierReadModel, crawl_id: str, timeout_s: float = 0, poll_s: float = 1.0) -> int:
     """Print progress until the crawl has no pending URL; 0 when done, 1 on timeout. Reads the
     store only, so it waits without a Kafka client."""
     started = time.monotonic()
     last_line = ""
     while True:
+        snapshot = read_model.store.snapshot_id()  # before the status: a commit after it is seen
         found = read_model.status(crawl_id)
         if found and found[0].pending == 0 and found[0].state != CrawlState.PAUSED:
             print(_line(found[0]), flush=True)
@@ -285,7 +295,19 @@ def wait_for_crawl(read_model: FrontierReadModel, crawl_id: str, timeout_s: floa
         if timeout_s and time.monotonic() - started > timeout_s:
             print(f"crawl {crawl_id}: still pending after {timeout_s:.0f}s", file=sys.stderr)
             return EXIT_UNAVAILABLE
-        time.sleep(poll_s)
+        if found and found[0].pending <= QUICK_POLL_PENDING:
+            _sleep_until_a_commit(read_model, snapshot, poll_s)
+        else:
+            time.sleep(poll_s)
+
+
+def _sleep_until_a_commit(read_model: FrontierReadModel, snapshot: int, poll_s: float) -> None:
+    """Sleep until the lake has a snapshot after ``snapshot``, or for ``poll_s`` at most."""
+    deadline = time.monotonic() + poll_s
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(QUICK_POLL_S, left))
+        if read_model.store.snapshot_id() != snapshot:
+            return
 
 
 def _line(s: CrawlStatus) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from crawl_platform.cli.main import main, wait_for_crawl
 from crawl_platform.config import Settings
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
+from crawl_platform.pipeline.control import build_control
 from crawl_platform.store.database import CrawlStore
 
 
@@ -232,6 +234,29 @@ def test_status_and_wait_build_no_kafka_client(crawl_env, store, bus, monkeypatc
     assert "no-client" in out.out
     assert "crawl no-client: running, pending 1" in out.out
     assert "crawl no-client: still pending after 0s" in out.err
+
+
+def test_wait_reports_the_end_of_a_nearly_done_crawl_at_its_commit_not_a_poll_later(crawl_env, store, bus, capsys):
+    """With few URLs pending, ``crawl --wait`` watches the lake's snapshot: the commit that ends
+    the crawl (here, its cancellation) is reported within a fraction of the status interval."""
+    frontier = Frontier(store, bus)
+    frontier.register(CrawlRequest("ending", ("http://a.example/",), 10, 0, "host", time.time()))
+    ended: list[float] = []
+
+    def end_it() -> None:
+        time.sleep(1.0)
+        frontier.control(build_control("ending", "cancel"))
+        ended.append(time.monotonic())
+
+    ender = threading.Thread(target=end_it)
+    ender.start()
+    try:
+        assert wait_for_crawl(FrontierReadModel(store), "ending", timeout_s=120, poll_s=60) == 0
+        returned = time.monotonic()
+    finally:
+        ender.join()
+    assert returned - ended[0] < 10  # a 60 s status interval, answered at the commit
+    assert "crawl ending: cancelled" in capsys.readouterr().out
 
 
 def test_status_of_an_unknown_crawl_is_exit_2(settings, store):

@@ -253,7 +253,8 @@ def test_pages_that_come_before_a_worker_started_are_parsed_in_the_step():
         deadline = time.monotonic() + 60
         while not workers.ready and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert workers.ready and workers.alive  # the workers started all the same, for the next rounds
+        assert workers.ready  # the workers started all the same, for the next rounds
+        assert workers.alive
     finally:
         workers.close()
 
