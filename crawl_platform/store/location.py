@@ -45,6 +45,24 @@ class LakeLocation:
     def sqlite_path(self) -> Path | None:
         return Path(self.catalog.split(":", 1)[1]) if self.kind == "sqlite" else None
 
+    def catalog_files_state(self) -> tuple[tuple[int, int, int] | None, ...] | None:
+        """What changes at every commit to an embedded catalog, for the price of two ``stat``
+        calls: the times, sizes and inodes of the SQLite file and its write-ahead log (WAL mode,
+        where a commit appends to the log and a checkpoint rewrites the file; readers touch
+        neither). None for a shared catalog: ask the lake for its snapshot instead."""
+        path = self.sqlite_path
+        if path is None:
+            return None
+        states: list[tuple[int, int, int] | None] = []
+        for file in (path, path.with_name(path.name + "-wal")):
+            try:
+                st = file.stat()
+            except FileNotFoundError:
+                states.append(None)
+            else:
+                states.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        return tuple(states)
+
     @property
     def is_local(self) -> bool:
         return "://" not in self.data_path

@@ -259,6 +259,19 @@ def test_wait_reports_the_end_of_a_nearly_done_crawl_at_its_commit_not_a_poll_la
     assert "crawl ending: cancelled" in capsys.readouterr().out
 
 
+def test_the_embedded_catalog_files_change_at_a_commit_and_not_at_a_read(store, bus):
+    """What ``crawl --wait`` watches instead of querying the lake five times a second."""
+    frontier = Frontier(store, bus)
+    frontier.register(CrawlRequest("first", ("http://a.example/",), 10, 0, "host", time.time()))
+    before = store.location.catalog_files_state()
+    assert before is not None
+    FrontierReadModel(store).status()
+    store.snapshot_id()
+    assert store.location.catalog_files_state() == before
+    frontier.register(CrawlRequest("second", ("http://b.example/",), 10, 0, "host", time.time()))
+    assert store.location.catalog_files_state() != before
+
+
 def test_status_of_an_unknown_crawl_is_exit_2(settings, store):
     done = _cli(settings, "status", "--crawl-id", "nope")
     assert done.returncode == 2
