@@ -5,7 +5,10 @@ A fetch step's process spends about as much CPU fetching (the HTTP client is Pyt
 and both need the GIL: parsed after the fetch, a one-host batch kept one core busy and left the
 other idle. :class:`ParsePool` hands the pages to :class:`ParseWorkers` in chunks as they arrive
 (:meth:`ParsePool.add`, called from the fetch threads), so fetching and parsing overlap on
-separate cores; :meth:`ParsePool.parsed` waits for the rest. With 0 workers
+separate cores. Once the fetch is over, the step's process is idle, so :meth:`ParsePool.parsed`
+parses too: the chunks no worker has taken yet, from the last one back, while the workers take
+them from the first (and the chunks that came before any worker had started, so a crawl's seed
+never waits for a new interpreter); it waits for the rest. With 0 workers
 (``CRAWL_PARSE_WORKERS=0``), or where a process cannot start children, the pages are parsed in the
 step's own process after the fetch, as before. A chunk whose worker died or failed is parsed again
 in the step's process, so nothing is lost and a page's parse error is the one it always had.

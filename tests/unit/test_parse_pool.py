@@ -56,8 +56,8 @@ def _result(url: str, body: bytes, content_type: str = "text/html") -> FetchResu
                        error=None, fetched_at=datetime(2026, 12, 2), elapsed_ms=1.0)
 
 
-def test_the_default_is_two_parse_workers_and_zero_turns_them_off(monkeypatch):
-    assert Settings().parse_workers == 2
+def test_the_default_is_one_parse_worker_and_zero_turns_them_off(monkeypatch):
+    assert Settings().parse_workers == 1
     monkeypatch.setenv("CRAWL_PARSE_WORKERS", "0")
     assert Settings().parse_workers == 0
 
