@@ -7,6 +7,7 @@ Neighbours: assets/ and sensors/ receive these; crawl_platform/ does the work.
 
 from __future__ import annotations
 
+import multiprocessing.util
 import os
 from typing import Any
 
@@ -105,4 +106,11 @@ def run_parse_workers(settings: Settings) -> ParseWorkers | None:
     if workers is None:
         _RUN_PARSE_WORKERS.clear()  # another process's, inherited by a fork
         workers = _RUN_PARSE_WORKERS[pid] = ParseWorkers(settings.parse_workers)
+        # Killed before the process waits for its children. A forked run is a multiprocessing
+        # child: when it returns, multiprocessing joins its child processes before Python's own
+        # exit hooks would shut the workers' pool down, so without this the run's process waited
+        # for its idle workers for ever (py-spy: ``_exit_function`` in ``join``), and kept its
+        # memory: a finished 100k run stayed at 380-570 MB PSS beside the next one until the
+        # stack stopped (docs/benchmarks.md, session 21).
+        multiprocessing.util.Finalize(None, workers.kill, exitpriority=10)
     return workers

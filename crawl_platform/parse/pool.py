@@ -24,6 +24,7 @@ which lends them to each of its steps), so a run that goes on level after level 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing.context
 import os
@@ -149,6 +150,17 @@ class ParseWorkers:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def kill(self) -> None:
+        """End the workers at once, for a process on its way out that waits for its children (a
+        ``multiprocessing`` child joins them before Python's exit hooks would shut the pool down:
+        idle workers then keep it waiting for ever). Nothing is waiting for them any more."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
 

@@ -1,6 +1,7 @@
 """Assets materialised through Dagster against a real broker, DuckDB file and demo site."""
 
 import hashlib
+import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,27 @@ def test_a_runs_steps_share_one_set_of_parse_workers_that_outlives_them(crawl_en
     assert workers is not None
     assert len(workers.pids()) == Settings().parse_workers
     assert all(Path(f"/proc/{pid}").exists() for pid in workers.pids())  # still running for the next run
+
+
+def _start_run_workers_and_return() -> None:
+    """A forked run's body in short: the run's steps start the shared workers, then it returns."""
+    workers = crawl_resources.run_parse_workers(Settings())
+    assert workers is not None
+    future = workers.submit([], "lxml", True)
+    assert future is not None
+    assert future.result() == []  # a worker has started and parsed
+
+
+def test_a_forked_run_that_started_its_parse_workers_exits_when_it_returns():
+    """The run launcher forks each run as a multiprocessing child, which joins its children on
+    the way out: the run's idle workers must end first, or the run's process never exits."""
+    child = multiprocessing.get_context("forkserver").Process(target=_start_run_workers_and_return)
+    child.start()
+    child.join(60)
+    try:
+        assert not child.is_alive()
+        assert child.exitcode == 0
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join()
