@@ -26,89 +26,25 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.netguard import BlockedAddressError, NetworkGuard
 from crawl_platform.fetch.politeness import HostPacer, HostRecord, origin_of
 from crawl_platform.fetch.proxies import ProxyPool, redact
+from crawl_platform.fetch.results import HTML_TYPES, FetchRequest, FetchResult, RedirectHop
 from crawl_platform.fetch.retry import RetryPolicy, parse_retry_after
 from crawl_platform.fetch.robots import RobotsCache, fetch_robots_txt
 from crawl_platform.fetch.transport import (
     REDIRECT_STATUSES,
     ConnectionFailedError,
-    Exchange,
     Response,
     Transport,
     TransportError,
-    media_type,
 )
 from crawl_platform.fetch.turns import HostTurns
 from crawl_platform.urls import InvalidURLError, canonicalize
 
+# The request and result types live in results.py; callers import them from here.
+__all__ = ["HTML_TYPES", "MAX_CRAWL_DELAY_S", "FetchRequest", "FetchResult", "Fetcher", "RedirectHop"]
+
 MAX_CRAWL_DELAY_S = 10.0
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _ROBOTS_UNREACHABLE = "robots.txt unreachable (server error or network failure): host skipped until it answers"
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
-
-
-@dataclass(frozen=True)
-class FetchRequest:
-    """One URL to fetch, with what its crawl says about it."""
-
-    url: str
-    user_agent: str | None = None  # None: the fetcher's default
-    in_scope: Callable[[str], bool] | None = None  # asked for every redirect target
-    etag: str | None = None  # validators of the latest stored version: a conditional GET
-    last_modified: str | None = None
-    accept_any: bool = False  # read a body of any content type (sitemaps), not just the allow-list
-    host_delay_s: float | None = None  # the crawl's own gap per host (None: the fetcher's), clamped
-    host_concurrency: int = 0  # the crawl's own requests in flight per host (0: the fetcher's), clamped
-
-
-@dataclass(frozen=True)
-class RedirectHop:
-    """A redirect answered on the way to the final response: kept for the raw archive."""
-
-    url: str
-    status: int
-    body: bytes  # what the redirect said (at most REDIRECT_BODY_BYTES of it)
-    exchange: Exchange | None
-    fetched_at: datetime
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    """Outcome of fetching one URL (after redirects).
-
-    ``status`` None means there was no final response and ``error`` says why; an error with a
-    status means the fetcher gave up on that response (retries exhausted). ``disallowed``
-    results are never requested and never land. A 304 (``not_modified``) lands no new version.
-    """
-
-    url: str
-    final_url: str
-    status: int | None
-    content_type: str | None
-    body: bytes
-    error: str | None
-    fetched_at: datetime
-    elapsed_ms: float
-    disallowed: bool = False
-    redirect_chain: tuple[str, ...] = ()  # every URL that answered with a redirect, in order
-    etag: str | None = None
-    last_modified: str | None = None
-    attempts: int = 0  # requests sent for the final hop
-    exchange: Exchange | None = None  # the final hop's request and response headers (the raw archive)
-    hops: tuple[RedirectHop, ...] = ()  # the redirects answered before it, in order (the raw archive)
-
-    @property
-    def not_modified(self) -> bool:
-        return self.status == 304
-
-    @property
-    def is_html(self) -> bool:
-        """A page to parse: an HTML answer whose body was read."""
-        if self.status is None or self.status == 304 or not self.body:
-            return False
-        media = media_type(self.content_type)
-        if media is None:  # no Content-Type at all: sniff
-            return self.body[:1024].lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
-        return media in HTML_TYPES
 
 
 @dataclass
@@ -341,11 +277,29 @@ class Fetcher:
         results, previous = [], None
         while (turn := turns.take(previous)) is not None:
             previous, request = turn
+            if self._robots_first(request.url):
+                turns.put_back(previous, request)  # the page waits out the host's gap in its queue
+                continue
             result = self.fetch(request)
             results.append(result)
             if on_result is not None:
                 on_result(result)
         return results
+
+    def _robots_first(self, url: str) -> bool:
+        """Fetch the robots.txt of ``url``'s host as a turn of its own when it is not known yet;
+        True when it did. The page then waits out the host's gap without holding the worker: a
+        batch of new hosts (a broad crawl's seeds) takes one gap, not hosts x gap / workers."""
+        if not self.obey_robots:
+            return False
+        origin = origin_of(url)
+        if self.robots.known(origin):
+            return False
+        try:
+            self.robots.policy(origin)
+        except (BlockedAddressError, InvalidURLError):
+            return False  # the page's own fetch reports it
+        return True
 
     def _accepts(self, accept_any: bool) -> Callable[[str | None], bool]:
         if accept_any:

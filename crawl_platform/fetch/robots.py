@@ -152,6 +152,10 @@ class RobotsCache:
                     self._fetched.add(origin)
             return entry.policy
 
+    def known(self, origin: str) -> bool:
+        """Whether :meth:`policy` would answer for ``origin`` without fetching robots.txt."""
+        return self._fresh(origin) is not None
+
     def prime(self, record: HostRecord) -> None:
         """Use a robots.txt an earlier run fetched (``hosts`` row), unless it has expired."""
         if record.robots_fetched_at is None:

@@ -68,3 +68,10 @@ class HostTurns(Generic[Item]):
                     return index, self._items[index].popleft()
                 self._changed.wait(wait)  # woken early when a queue comes back with an earlier turn
             return None  # whatever is left is out with other workers, who carry on with it
+
+    def put_back(self, index: int, item: Item) -> None:
+        """Return ``item``, taken from queue ``index`` but not served, to the front of its queue;
+        the worker then calls ``take(index)``, which keeps the queue only if its host is ready
+        (a worker that has just fetched the host's robots.txt hands the page on to wait out the gap)."""
+        with self._changed:
+            self._items[index].appendleft(item)

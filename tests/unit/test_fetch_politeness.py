@@ -222,3 +222,26 @@ def test_more_hosts_than_workers_are_fetched_side_by_side_each_at_its_own_pace()
         # Every host had its first page before any host had its second: the hosts' gaps overlapped.
         assert max(s[0] for s in starts) < min(s[1] for s in starts), starts
 
+
+
+def test_a_new_hosts_robots_txt_is_a_turn_of_its_own_so_its_page_waits_without_a_worker():
+    # Six new hosts of one page each (a broad crawl's seeds), 0.4 s apart per host, two workers:
+    # a worker fetches a host's robots.txt and serves other hosts while that host's gap runs, so
+    # every robots.txt comes before any page, and no page comes sooner than its gap after it.
+    with contextlib.ExitStack() as stack:
+        sites = [stack.enter_context(HostileSite()) for _ in range(6)]
+        for site in sites:
+            site.robots = Reply(200, b"User-agent: *\nDisallow: /private/\n")
+        urls = [site.url("/page/1") for site in sites]
+        results = loopback_fetcher(**PACING | {"obey_robots": True}, host_delay_s=0.4, concurrency=2).fetch_all(urls)
+        assert all(r.status == 200 for r in results.values())
+        robots, pages = [], []
+        for site in sites:
+            site.settle(0)
+            starts = {s.path: s.started_at for s in site.requests}
+            assert sorted(starts) == ["/page/1", "/robots.txt"]
+            assert starts["/page/1"] - starts["/robots.txt"] >= 0.39  # the host's gap holds
+            robots.append(starts["/robots.txt"])
+            pages.append(starts["/page/1"])
+        # Before, each worker sat out its host's gap after robots.txt: three hosts after another.
+        assert max(robots) < min(pages), (robots, pages)

@@ -88,3 +88,15 @@ def test_many_workers_get_every_item_once_and_never_two_of_one_host_at_once():
         w.join(10)
     assert sorted(got) == sorted(item for _, items in queues for item in items)
     assert overlaps == []
+
+
+def test_an_item_put_back_goes_first_and_waits_for_its_hosts_turn():
+    clock = Clock(0.3)
+    turns = HostTurns(clock, [("http://a", ["a1", "a2"]), ("http://b", ["b1"])])
+    assert turns.take() == (0, "a1")
+    clock.taken("http://a")  # the worker used a's turn on something else (its robots.txt)
+    turns.put_back(0, "a1")
+    assert turns.take(previous=0) == (1, "b1")  # a must wait out its gap: b is served meanwhile
+    started = time.monotonic()
+    assert turns.take(previous=1) == (0, "a1")  # a1 again, first in its queue, at a's turn
+    assert time.monotonic() - started >= 0.25

@@ -1,0 +1,77 @@
+"""What the fetcher (:mod:`crawl_platform.fetch.fetcher`) takes and gives: one :class:`FetchRequest`
+per URL in, one :class:`FetchResult` per URL out (with the redirects answered on the way)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from crawl_platform.fetch.transport import Exchange, media_type
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    """One URL to fetch, with what its crawl says about it."""
+
+    url: str
+    user_agent: str | None = None  # None: the fetcher's default
+    in_scope: Callable[[str], bool] | None = None  # asked for every redirect target
+    etag: str | None = None  # validators of the latest stored version: a conditional GET
+    last_modified: str | None = None
+    accept_any: bool = False  # read a body of any content type (sitemaps), not just the allow-list
+    host_delay_s: float | None = None  # the crawl's own gap per host (None: the fetcher's), clamped
+    host_concurrency: int = 0  # the crawl's own requests in flight per host (0: the fetcher's), clamped
+
+
+@dataclass(frozen=True)
+class RedirectHop:
+    """A redirect answered on the way to the final response: kept for the raw archive."""
+
+    url: str
+    status: int
+    body: bytes  # what the redirect said (at most REDIRECT_BODY_BYTES of it)
+    exchange: Exchange | None
+    fetched_at: datetime
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """Outcome of fetching one URL (after redirects).
+
+    ``status`` None means there was no final response and ``error`` says why; an error with a
+    status means the fetcher gave up on that response (retries exhausted). ``disallowed``
+    results are never requested and never land. A 304 (``not_modified``) lands no new version.
+    """
+
+    url: str
+    final_url: str
+    status: int | None
+    content_type: str | None
+    body: bytes
+    error: str | None
+    fetched_at: datetime
+    elapsed_ms: float
+    disallowed: bool = False
+    redirect_chain: tuple[str, ...] = ()  # every URL that answered with a redirect, in order
+    etag: str | None = None
+    last_modified: str | None = None
+    attempts: int = 0  # requests sent for the final hop
+    exchange: Exchange | None = None  # the final hop's request and response headers (the raw archive)
+    hops: tuple[RedirectHop, ...] = ()  # the redirects answered before it, in order (the raw archive)
+
+    @property
+    def not_modified(self) -> bool:
+        return self.status == 304
+
+    @property
+    def is_html(self) -> bool:
+        """A page to parse: an HTML answer whose body was read."""
+        if self.status is None or self.status == 304 or not self.body:
+            return False
+        media = media_type(self.content_type)
+        if media is None:  # no Content-Type at all: sniff
+            return self.body[:1024].lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
+        return media in HTML_TYPES
