@@ -180,7 +180,7 @@ class KafkaBus:
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=self.timeout_s)
             if high < offsets.end:  # a lost log, or a high watermark that misses a batch's tail
-                high = self.log_ends(topic).get(part, (low, high))[1]
+                high = self._true_ends(topic, {part: (low, high)})[part][1]  # this partition's only
             if low > offsets.start or high < offsets.end:
                 raise BatchLostError(
                     f"{topic} {offsets.key} is no longer in the log (broker holds {low}-{high}); "
