@@ -55,9 +55,13 @@ def parse_pages(pages: list[Page], engine: ParserEngine, main_content: bool) -> 
             for url, body, base, content_type in pages]
 
 
+_WARM_URL = "http://warm-up.invalid/"
+_WARM_PAGE = b"<html><head><title>warm-up</title></head><body><p>A <a href='/a#b'>link</a>.</p></body></html>"
+
+
 def _worker_init(parent: int) -> None:
     """Make the worker exit with the step's process, even when that is killed (no atexit runs
-    then), and leave Ctrl-C to the parent."""
+    then), leave Ctrl-C to the parent, and warm the parser up."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -66,6 +70,10 @@ def _worker_init(parent: int) -> None:
     if os.getppid() != parent:  # the parent died before the line above took effect
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # What the parser imports at its first page (URL handling: tldextract, pydantic settings;
+    # about 0.27 s) is imported now, before the worker counts as started, not while the step
+    # waits for the first chunk (docs/benchmarks.md, session 22).
+    parse_pages([(_WARM_URL, _WARM_PAGE, _WARM_URL, "text/html")], "lxml", main_content=True)
 
 
 _MAIN_LOCK = threading.Lock()
@@ -102,7 +110,7 @@ class ParseWorkers:
         self.count = count
         self.fallback = ""  # why the pages are parsed in the owner's process although workers were asked for
         self._pool: ProcessPoolExecutor | None = None
-        self._started: list[Future[int]] = []  # done once a worker has imported the parser
+        self._started: list[Future[int]] = []  # done once a worker has imported and warmed the parser
         self.renew()
 
     def renew(self) -> None:

@@ -277,3 +277,18 @@ def test_the_step_parses_the_chunks_no_worker_has_taken_and_nothing_is_parsed_tw
         assert 0 < pool.parsed_here < len(pages)  # both parsed: the step some, the worker the rest
     finally:
         workers.close()
+
+
+def test_a_worker_counts_as_started_only_once_it_has_imported_what_its_first_page_needs():
+    # The parser imports URL handling (tldextract, pydantic settings) at its first page: 0.27 s
+    # that the step's first chunk used to wait for. A started worker has done it already.
+    workers = ParseWorkers(1)
+    try:
+        deadline = time.monotonic() + 30
+        while not workers.ready and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert workers.ready
+        imported = workers._pool.submit(eval, "'crawl_platform.urls' in __import__('sys').modules")
+        assert imported.result(timeout=30) is True
+    finally:
+        workers.close()
