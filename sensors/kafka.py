@@ -204,7 +204,7 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     if continuing:
         topic = _advance_to_landed(settings, topic, held)
     plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic, held)),
-                         _partition_priorities(settings, topic, held), held)
+                         _partition_priorities(settings, topic, held), held, continuing)
     if plan.check_orphans:
         plan = plan.with_orphans(_count_orphans(settings), time.time())
         _sweep_page_events(context, crawl)

@@ -70,9 +70,11 @@ def plan_batches(
     max_batches: int,
     groups: int = 0,
     priorities: Mapping[int, int] | None = None,
+    rounds: int = 0,
 ) -> BatchPlan:
     """Batches of at most ``batch_size`` offsets per partition, oldest first, at most
-    ``max_batches`` of them; returns the advanced cursor.
+    ``max_batches`` of them, and at most ``rounds`` per group (0: no limit); returns the
+    advanced cursor.
 
     Partitions are split into ``groups`` groups (0: one group per partition); each batch holds
     the next range of every partition of one group that has new messages. Rounds go over the
@@ -97,8 +99,10 @@ def plan_batches(
     order = sorted(members, key=lambda g: (-max(rank.get(p, 0) for p in members[g]), g))
     batches: list[Batch] = []
     progressing = True
-    while progressing and len(batches) < max_batches:
+    done_rounds = 0
+    while progressing and len(batches) < max_batches and not (rounds and done_rounds >= rounds):
         progressing = False
+        done_rounds += 1
         for group in order:
             if len(batches) >= max_batches:
                 break

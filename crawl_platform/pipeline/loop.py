@@ -190,7 +190,8 @@ def advance_to_landed(topic: TopicState, landed: Mapping[int, int]) -> TopicStat
 
 
 def plan_frontier(topic: TopicState, queue: RunQueue, policy: LoopPolicy,
-                  priorities: Mapping[int, int] | None = None, held: Collection[int] = ()) -> FrontierPlan:
+                  priorities: Mapping[int, int] | None = None, held: Collection[int] = (),
+                  continuing: bool = False) -> FrontierPlan:
     """Batches for the frontier topic's new offsets, as many as the run queue has room for, the
     partitions of higher-priority crawls first (``priorities``: partition -> the highest priority
     of a crawl with URLs queued there, see
@@ -199,11 +200,14 @@ def plan_frontier(topic: TopicState, queue: RunQueue, policy: LoopPolicy,
     the topic created anew), so offsets a fresh broker reuses never collide with batches already
     run and every URL the broker forgot is published again from the store. Nothing is cut from
     the ``held`` partitions (a continuing batch run holds them and reads their new offsets
-    itself); their cursor stays."""
+    itself); their cursor stays. With ``continuing`` runs, a partition group gets one batch per
+    pass: its run goes on through the rest of the backlog itself, so a second run for the group
+    would only queue behind it and find its offsets landed already (at 100,000 pages one pass
+    queued ten such runs, docs/benchmarks.md, session 22)."""
     room = max(0, policy.max_queued_runs - queue.waiting)
     marks = {p: m for p, m in topic.watermarks.items() if p not in held} if held else topic.watermarks
     cut = plan_batches(marks, topic.cursor, policy.batch_size, min(room, policy.max_runs_per_tick),
-                       groups=policy.batch_groups, priorities=priorities)
+                       groups=policy.batch_groups, priorities=priorities, rounds=1 if continuing else 0)
     epoch = topic.epoch
     requeues: list[Requeue] = []
     if cut.lost_partitions or topic.recreated:

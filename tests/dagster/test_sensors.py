@@ -27,7 +27,8 @@ def _tick(sensor, instance, cursor=None) -> SensorResult:
     return result
 
 
-def test_frontier_sensor_cuts_batches_and_keeps_offsets(crawl_env, bus, instance):
+def test_frontier_sensor_cuts_batches_and_keeps_offsets(crawl_env, bus, instance, monkeypatch):
+    monkeypatch.setenv("CRAWL_RUN_CONTINUE_S", "0")  # runs that do not go on: every batch is cut at once
     host_urls = [FrontierURL("c1", f"http://127.0.0.1:9/p{i}", 1) for i in range(120)]
     assert all(publish_frontier(bus, host_urls))
     first = _tick(frontier_sensor, instance)
@@ -215,7 +216,8 @@ def test_a_burst_from_a_batching_producer_is_registered_and_dead_lettered_in_ful
 
 
 def test_a_frontier_burst_from_a_batching_producer_is_planned_to_its_last_url(crawl_env, bus, instance,
-                                                                             batching_producer):
+                                                                             batching_producer, monkeypatch):
+    monkeypatch.setenv("CRAWL_RUN_CONTINUE_S", "0")  # every batch at once, so the plan covers the burst
     # One record batch of 300 URLs: the embedded broker's high watermark stops at its first record,
     # so the sensor must cut by where the log really ends (KAFKA_EXACT_LOG_ENDS).
     for i in range(300):
@@ -250,16 +252,19 @@ def test_partitions_a_continuing_run_holds_are_left_to_it_and_what_it_landed_is_
     assert all(publish_frontier(bus, host_urls))
     partition = next(p for p, (_lo, hi) in bus.watermarks(crawl_env.frontier_topic).items() if hi)
     first = _tick(frontier_sensor, instance)
-    assert [r.run_config["ops"]["frontier"]["config"] for r in first.run_requests] == [{"continue_seconds": 60.0}] * 2
+    # One batch of the two the backlog holds: its run goes on through the rest itself.
+    assert [r.partition_key for r in first.run_requests] == [batch_key(0, OffsetRange(partition, 0, 50))]
+    assert [r.run_config["ops"]["frontier"]["config"] for r in first.run_requests] == [{"continue_seconds": 60.0}]
+    assert decode_cursor(first.cursor)[0][partition] == 50
     # A batch run holding the partition is queued or running: it reads the partition's new offsets itself.
     run = create_run_for_test(instance, job_name="crawl_batch_job", status=DagsterRunStatus.STARTED,
                               tags={"crawl/partitions": str(partition)})
     assert all(publish_frontier(bus, host_urls[:10]))
     held = _tick(frontier_sensor, instance, first.cursor)
     assert not held.run_requests
-    assert decode_cursor(held.cursor)[0][partition] == 60
-    # The run went on to offsets 60-65 and landed them, then ended: the sensor cuts only the rest.
-    land(store, batch_key(0, OffsetRange(partition, 60, 65)), [], [])
+    assert decode_cursor(held.cursor)[0][partition] == 50
+    # The run went on to offsets 50-65 and landed them, then ended: the sensor cuts only the rest.
+    land(store, batch_key(0, OffsetRange(partition, 50, 65)), [], [])
     instance.delete_run(run.run_id)
     after = _tick(frontier_sensor, instance, held.cursor)
     assert [r.partition_key for r in after.run_requests] == [batch_key(0, OffsetRange(partition, 65, 70))]

@@ -108,3 +108,13 @@ def test_the_cursor_moves_past_what_continuing_runs_landed_unless_the_topic_is_n
     assert [b.key for b in plan.batches] == ["e0.p0-140-150"]
     recreated = TopicState({0: (0, 3)}, {}, 0, "new-id", recreated=True)
     assert advance_to_landed(recreated, {0: 140}).cursor == {}
+
+
+def test_with_continuing_runs_the_sensor_cuts_one_batch_per_partition_group_and_leaves_the_rest():
+    # A backlog of three batches on partition 0: its run goes on through all of it, so a second
+    # and a third run would queue behind it and find their offsets landed.
+    topic = TopicState({0: (0, 3 * POLICY.batch_size), 1: (0, 10)}, {}, 0, "topic-id")
+    plan = plan_frontier(topic, RunQueue(), POLICY, continuing=True)
+    assert [b.key for b in plan.batches] == [f"e0.p0-0-{POLICY.batch_size}", "e0.p1-0-10"]
+    assert plan.backlog == 2 * POLICY.batch_size  # left on the topic for the run to go on with
+    assert len(plan_frontier(topic, RunQueue(), POLICY).batches) == 4  # without: every batch at once
