@@ -24,7 +24,7 @@ from dagster import (
     sensor,
 )
 
-from crawl_platform_dagster.assets.jobs import crawl_batch_job, crawl_quality_job
+from crawl_platform_dagster.assets.jobs import crawl_batch_celery_job, crawl_batch_job, crawl_quality_job
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.sensors.kafka import ACTIVE_RUN_STATUSES
 
@@ -57,8 +57,9 @@ def quality_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResourc
         return SkipReason("no batch landed since the last quality run")
     waited = time.time() - result.records[0].timestamp
     max_wait = crawl.settings().quality_max_wait_s
-    if waited < max_wait and instance.get_runs_count(
-            RunsFilter(job_name=crawl_batch_job.name, statuses=ACTIVE_RUN_STATUSES)):
+    if waited < max_wait and any(  # batch runs of either executor (CRAWL_EXECUTOR)
+            instance.get_runs_count(RunsFilter(job_name=job.name, statuses=ACTIVE_RUN_STATUSES))
+            for job in (crawl_batch_job, crawl_batch_celery_job)):
         return SkipReason(f"batch runs are going: checks wait (oldest unchecked batch landed {waited:.0f} s "
                           f"ago; at most {max_wait:.0f} s, CRAWL_QUALITY_MAX_WAIT_S)")
     last = result.records[-1].storage_id

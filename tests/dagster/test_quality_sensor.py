@@ -2,6 +2,7 @@
 
 import time
 
+import pytest
 from dagster import (
     DagsterEvent,
     DagsterEventType,
@@ -84,9 +85,10 @@ def _land_the_seed(crawl_env, bus, site, instance, crawl_id):
     return key
 
 
-def test_checks_wait_while_a_batch_run_is_going_then_start_when_it_ends(crawl_env, bus, site, instance):
+@pytest.mark.parametrize("batch_job", ["crawl_batch_job", "crawl_batch_celery_job"])
+def test_checks_wait_while_a_batch_run_is_going_then_start_when_it_ends(crawl_env, bus, site, instance, batch_job):
     key = _land_the_seed(crawl_env, bus, site, instance, "q3")
-    run = create_run_for_test(instance, job_name="crawl_batch_job", status=DagsterRunStatus.STARTED)
+    run = create_run_for_test(instance, job_name=batch_job, status=DagsterRunStatus.STARTED)
     held = _tick(instance)
     assert isinstance(held, SkipReason)
     assert "batch runs are going" in held.skip_message
