@@ -92,9 +92,9 @@ def _steps_share_the_process(context: OpExecutionContext | AssetExecutionContext
 )
 def plan_batch(context: OpExecutionContext, config: BatchConfig,
                crawl: CrawlSettingsResource) -> Iterator[Output[PreparedBatch] | DynamicOutput[Shard]]:
-    if _steps_share_the_process(context):
-        crawl.start_parse_workers()  # they import while this step reads the batch
     _epoch, ranges = parse_batch_key(context.partition_key)
+    if _steps_share_the_process(context):  # they import while this step reads the batch
+        crawl.start_parse_workers(sum(r.end - r.start for r in ranges))
     prepared = crawl.batch_reader().prepare(context.partition_key, ranges, config.refetch_done)
     if prepared.lost:
         context.log.warning(prepared.lost)
@@ -117,7 +117,7 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
     if shard is None:  # the handoff is gone because the batch already landed (see land_batch)
         return None
     requests, hosts = shard
-    fetcher = crawl.shard_fetcher(shared_workers=_steps_share_the_process(context))
+    fetcher = crawl.shard_fetcher(shared_workers=_steps_share_the_process(context), pages=len(requests))
     try:
         result = fetcher.fetch(requests, hosts, context.partition_key, context.get_mapping_key() or "s0")
     finally:

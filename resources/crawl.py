@@ -60,19 +60,27 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
         store = CrawlStore.from_settings(settings)
         return BatchReader(KafkaBus.from_settings(settings), store, FrontierReadModel(store))
 
-    def shard_fetcher(self, shared_workers: bool = False) -> ShardFetcher:
-        """A fetcher for one shard; ``shared_workers``: parse with the process's parse workers
-        (:func:`run_parse_workers`) rather than its own, started and ended with it."""
+    def shard_fetcher(self, shared_workers: bool = False, pages: int = 0) -> ShardFetcher:
+        """A fetcher for one shard of ``pages`` URLs; ``shared_workers``: parse with the process's
+        parse workers (:func:`run_parse_workers`) rather than its own, started and ended with it.
+        A shard smaller than ``CRAWL_PARSE_WORKERS_FROM`` starts no workers: it is parsed in the
+        step unless they run already."""
         settings = self.settings()
         archive = CrawlStore.from_settings(settings).archive_root if settings.archive_responses else None
+        lent = run_parse_workers(settings, start=pages >= settings.parse_workers_from) if shared_workers else None
         return ShardFetcher(Fetcher.from_settings(settings), settings.parser, archive,
                             main_content=settings.main_content, parse_workers=settings.parse_workers,
-                            workers=run_parse_workers(settings) if shared_workers else None)
+                            workers=lent, workers_from=settings.parse_workers_from)
 
-    def start_parse_workers(self) -> None:
-        """Start the run's parse workers now (they take about 0.4 s to import the parser), so that
-        the first fetch step's pages do not wait for them."""
-        run_parse_workers(self.settings())
+    def start_parse_workers(self, pages: int) -> None:
+        """Start the run's parse workers now, for a batch of ``pages`` (they take about 0.6 s to
+        import and warm the parser), so that the first fetch step's pages do not wait for them;
+        not for a batch smaller than ``CRAWL_PARSE_WORKERS_FROM``, which its fetch step parses
+        itself (on a broad crawl the four first runs' workers competed for the two cores with
+        the runs' own first batches: seed to first row 4.9 and 3.5 s without them, 5.2-6.2 with)."""
+        settings = self.settings()
+        if pages >= settings.parse_workers_from:
+            run_parse_workers(settings)
 
     def batch_lander(self) -> BatchLander:
         store = self.store()
@@ -92,8 +100,9 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
 _RUN_PARSE_WORKERS: dict[int, ParseWorkers] = {}  # by process id: a fork starts its own
 
 
-def run_parse_workers(settings: Settings) -> ParseWorkers | None:
-    """The parse workers that every step of this process shares, started at the first call: with
+def run_parse_workers(settings: Settings, start: bool = True) -> ParseWorkers | None:
+    """The parse workers that every step of this process shares, started at the first call
+    (``start`` False: only those started already, else None): with
     the in-process executor a run's steps (plan, fetch, land, then the levels its frontier step
     goes on to) run in the run's process, which started them once per step before, 0.4 s of
     waiting each time (docs/benchmarks.md, session 20). They end with the process. None with
@@ -103,7 +112,7 @@ def run_parse_workers(settings: Settings) -> ParseWorkers | None:
         return None
     pid = os.getpid()
     workers = _RUN_PARSE_WORKERS.get(pid)
-    if workers is None:
+    if workers is None and start:
         _RUN_PARSE_WORKERS.clear()  # another process's, inherited by a fork
         workers = _RUN_PARSE_WORKERS[pid] = ParseWorkers(settings.parse_workers)
         # Killed before the process waits for its children. A forked run is a multiprocessing

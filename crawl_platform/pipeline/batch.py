@@ -288,7 +288,7 @@ class BatchCrawler:
     def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
                  page_events: bool = True, archive: bool = True,
                  revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True,
-                 parse_workers: int = 0, workers: ParseWorkers | None = None) -> None:
+                 parse_workers: int = 0, workers: ParseWorkers | None = None, workers_from: int = 0) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -298,7 +298,7 @@ class BatchCrawler:
         self.reader = BatchReader(bus, store, read_model)
         self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None,
                                           main_content=main_content, parse_workers=parse_workers,
-                                          workers=workers)
+                                          workers=workers, workers_from=workers_from)
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
 
     @classmethod
@@ -307,7 +307,8 @@ class BatchCrawler:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
                    Fetcher.from_settings(settings), settings.parser, settings.page_events,
                    settings.archive_responses, RevisitPolicy.from_settings(settings),
-                   main_content=settings.main_content, parse_workers=settings.parse_workers, workers=workers)
+                   main_content=settings.main_content, parse_workers=settings.parse_workers, workers=workers,
+                   workers_from=settings.parse_workers_from)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

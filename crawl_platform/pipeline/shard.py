@@ -36,13 +36,15 @@ class ShardFetcher:
     or they are lent by an owner that keeps them beyond it (``workers``)."""
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None, *,
-                 main_content: bool = True, parse_workers: int = 0, workers: ParseWorkers | None = None) -> None:
+                 main_content: bool = True, parse_workers: int = 0, workers: ParseWorkers | None = None,
+                 workers_from: int = 0) -> None:
         self.fetcher = fetcher
         self.parser = parser
         self.archive = archive
         self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
         self.parse_workers = parse_workers  # CRAWL_PARSE_WORKERS: processes parsing while the fetch goes on
         self.fallback = ""  # why the last shard was parsed in this process although workers were asked for
+        self.workers_from = workers_from  # CRAWL_PARSE_WORKERS_FROM: a smaller shard starts none
         # Started at the first shard and kept for the next ones until close(); or ``workers``, which
         # their owner lends (a Dagster run's steps share one set) and close() leaves running.
         self._workers: ParseWorkers | None = workers if parse_workers > 0 else None
@@ -59,7 +61,7 @@ class ShardFetcher:
         # the shard's WARC file while the workers go on). Without, the pool keeps them and parses them here after
         # the fetch, not page by page inside it: on one host without a delay, interleaving the two
         # in one process cost a third more CPU (measured with benchmarks/fetch_hosts.py).
-        if requests and self.parse_workers > 0 and self._workers is None:
+        if requests and self.parse_workers > 0 and self._workers is None and len(requests) >= self.workers_from:
             self._workers = ParseWorkers(self.parse_workers)
         with ParsePool(self._workers if requests and self._workers is not None else 0, self.parser,
                        main_content=self.main_content) as pool:

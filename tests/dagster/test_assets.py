@@ -211,12 +211,35 @@ def test_a_runs_steps_share_one_set_of_parse_workers_that_outlives_them(crawl_en
                    if m.materialization.asset_key.to_user_string() == "frontier"
                    and m.materialization.partition == batch_key(0, latest))
         assert own.metadata["levels_continued"].value >= 1
-    # The plan step started them; the fetch step and every level of both runs parsed with them.
-    assert started == [Settings().parse_workers]
+    # Started once (by the first run's frontier step: its seed batch was too small for them, see
+    # CRAWL_PARSE_WORKERS_FROM); every later level of both runs parsed with them.
+    assert [count for count in started if count] == [Settings().parse_workers]  # 0: the seed's, parsed in the step
     workers = crawl_resources.run_parse_workers(Settings())
     assert workers is not None
     assert len(workers.pids()) == Settings().parse_workers
     assert all(Path(f"/proc/{pid}").exists() for pid in workers.pids())  # still running for the next run
+
+
+def test_a_seed_batch_starts_no_parse_workers_and_its_fetch_step_parses_it_itself():
+    for workers in crawl_resources._RUN_PARSE_WORKERS.values():  # an earlier test's, in this process
+        workers.close()
+    crawl_resources._RUN_PARSE_WORKERS.clear()
+    crawl = CrawlSettingsResource()
+    small = Settings().parse_workers_from - 1
+    crawl.start_parse_workers(small)  # the plan step of a batch of that many messages
+    assert crawl_resources.run_parse_workers(Settings(), start=False) is None
+    fetcher = crawl.shard_fetcher(shared_workers=True, pages=small)
+    try:
+        assert crawl_resources.run_parse_workers(Settings(), start=False) is None
+        assert fetcher.workers_from == Settings().parse_workers_from  # nor does it start its own
+    finally:
+        fetcher.close()
+    crawl.start_parse_workers(Settings().parse_workers_from)  # a batch that is worth them
+    workers = crawl_resources.run_parse_workers(Settings(), start=False)
+    assert workers is not None
+    lent = crawl.shard_fetcher(shared_workers=True, pages=1)  # once up, even a small shard uses them
+    assert lent._workers is workers
+    lent.close()
 
 
 def _start_run_workers_and_return() -> None:

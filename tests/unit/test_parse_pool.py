@@ -292,3 +292,21 @@ def test_a_worker_counts_as_started_only_once_it_has_imported_what_its_first_pag
         assert imported.result(timeout=30) is True
     finally:
         workers.close()
+
+
+def test_a_shard_smaller_than_parse_workers_from_is_parsed_in_the_step_and_a_larger_one_starts_them():
+    site = DemoSite(n_pages=60, seed=5)
+    before = _children(os.getpid())
+    with site.serve() as server:
+        urls = sorted(site.expected_urls(server.base_url))
+        fetcher = ShardFetcher(loopback_fetcher(), "lxml", None, parse_workers=1, workers_from=20)
+        try:
+            seeds = fetcher.fetch([FetchRequest(u) for u in urls[:5]], [])  # a crawl's seeds, say
+            assert _children(os.getpid()) - before == set()  # no worker for five pages
+            level = fetcher.fetch([FetchRequest(u) for u in urls[5:]], [])
+            assert len(_children(os.getpid()) - before) == 1
+            inline = ShardFetcher(loopback_fetcher(), "lxml", None, parse_workers=0)
+            assert seeds.parsed == inline.fetch([FetchRequest(u) for u in urls[:5]], []).parsed
+        finally:
+            fetcher.close()
+    assert {u for u, r in level.results.items() if r.is_html} == set(level.parsed)
