@@ -13,7 +13,8 @@ It looks at the whole machine, so it works beside any checkout of the platform:
     .venv/bin/python benchmarks/cpu_by_kind.py --seconds 600 --json cpu.json &
     .venv/bin/python benchmarks/compare.py --pages 20000 --scrapy-concurrency 1
 
-It stops at ``--seconds`` or on SIGINT/SIGTERM, and prints then.
+It stops at ``--seconds`` or on SIGINT/SIGTERM, and prints then. With ``--during TEXT`` it waits for a
+process whose command line holds TEXT and counts only while that process runs.
 
 With ``--memory`` it also reads each new process's PSS (``/proc/PID/smaps_rollup``) every
 ``--memory-interval`` seconds (2) and prints the platform's memory at its peak, by kind and by process.
@@ -32,6 +33,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +157,19 @@ class MemoryPeak:
             f"{pid} {kind} {pss / mb:.0f}" for pid, kind, pss in (self.by_process or [])[:10]))
 
 
+def _wait_for(text: str, seconds: float, stopped: Callable[[], bool]) -> int | None:
+    """The pid of the first process whose command line holds ``text``, polled every 10 ms."""
+    deadline = time.monotonic() + seconds
+    while not stopped() and time.monotonic() < deadline:
+        for name in os.listdir("/proc"):
+            if name.isdigit() and name != str(os.getpid()):
+                row = _read(name)
+                if row is not None and text in row[3]:
+                    return int(name)
+        time.sleep(0.01)
+    return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3600.0, help="stop after this long (3600)")
@@ -163,6 +178,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--memory", action="store_true", help="also the platform's peak PSS, by kind and process")
     parser.add_argument("--memory-interval", type=float, default=2.0, help="seconds between memory samples (2)")
+    parser.add_argument("--during", metavar="TEXT",
+                        help="count only while a process whose command line holds TEXT runs: wait for it, "
+                        "stop when it exits (e.g. 'cli.main crawl', the seed-to-done window compare.py times)")
     args = parser.parse_args()
     stop = False
 
@@ -174,11 +192,14 @@ def main() -> int:
     signal.signal(signal.SIGINT, _stop)
     seen: dict[tuple[int, int], Seen] = {}
     examples: dict[str, str] = {}
+    watched = _wait_for(args.during, args.seconds, lambda: stop) if args.during else None
     sample(seen, examples)
     base = {key: v.cpu_s for key, v in seen.items()}  # what the processes alive now had used already
     busy0, t0 = machine_cpu_s(), time.monotonic()
     memory, next_memory = MemoryPeak(), t0
     while not stop and time.monotonic() - t0 < args.seconds:
+        if watched is not None and not os.path.exists(f"/proc/{watched}"):
+            break
         time.sleep(args.interval)
         sample(seen, examples)
         if args.memory and time.monotonic() >= next_memory:
