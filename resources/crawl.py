@@ -60,7 +60,7 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
         store = CrawlStore.from_settings(settings)
         return BatchReader(KafkaBus.from_settings(settings), store, FrontierReadModel(store))
 
-    def shard_fetcher(self, shared_workers: bool = False, pages: int = 0) -> ShardFetcher:
+    def shard_fetcher(self, *, pages: int, shared_workers: bool = False) -> ShardFetcher:
         """A fetcher for one shard of ``pages`` URLs; ``shared_workers``: parse with the process's
         parse workers (:func:`run_parse_workers`) rather than its own, started and ended with it.
         A shard smaller than ``CRAWL_PARSE_WORKERS_FROM`` starts no workers: it is parsed in the
