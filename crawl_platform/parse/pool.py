@@ -36,7 +36,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
-from crawl_platform.parse.html import ParsedPage, ParserEngine, parse_html
+from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine, parse_html
 
 if TYPE_CHECKING:
     from crawl_platform.fetch.fetcher import FetchResult
@@ -73,7 +73,7 @@ def _worker_init(parent: int) -> None:
     # What the parser imports at its first page (URL handling: tldextract, pydantic settings;
     # about 0.27 s) is imported now, before the worker counts as started, not while the step
     # waits for the first chunk (docs/benchmarks.md, session 22).
-    parse_pages([(_WARM_URL, _WARM_PAGE, _WARM_URL, "text/html")], "lxml", main_content=True)
+    parse_pages([(_WARM_URL, _WARM_PAGE, _WARM_URL, "text/html")], DEFAULT_ENGINE, main_content=True)
 
 
 _MAIN_LOCK = threading.Lock()
@@ -177,7 +177,7 @@ class ParsePool:
     pool alone, or a :class:`ParseWorkers` its owner keeps for many rounds; 0: in this process, at
     the end) as they arrive. Thread-safe :meth:`add`; call :meth:`parsed` once, then :meth:`close`."""
 
-    def __init__(self, workers: int | ParseWorkers, engine: ParserEngine = "lxml", *, main_content: bool = True,
+    def __init__(self, workers: int | ParseWorkers, engine: ParserEngine = DEFAULT_ENGINE, *, main_content: bool = True,
                  chunk_pages: int = CHUNK_PAGES, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.engine = engine
         self.main_content = main_content

@@ -30,7 +30,7 @@ from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.frontier.states import CrawlState
-from crawl_platform.parse.html import ParsedPage, ParserEngine
+from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
@@ -285,7 +285,7 @@ class BatchCrawler:
     :class:`BatchLander` in a row, then :func:`expand_batch`. A Dagster run executes the same
     parts as separate steps (the fetch shards in parallel on a distributed executor)."""
 
-    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = "lxml",
+    def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE,
                  page_events: bool = True, archive: bool = True,
                  revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True,
                  parse_workers: int = 0, workers: ParseWorkers | None = None, workers_from: int = 0) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
-from crawl_platform.parse.html import ParsedPage, ParserEngine
+from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
 
 
@@ -35,7 +35,7 @@ class ShardFetcher:
     the first shard and parse every later one too (a continuing run's levels), until :meth:`close`;
     or they are lent by an owner that keeps them beyond it (``workers``)."""
 
-    def __init__(self, fetcher: Fetcher, parser: ParserEngine = "lxml", archive: Path | None = None, *,
+    def __init__(self, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE, archive: Path | None = None, *,
                  main_content: bool = True, parse_workers: int = 0, workers: ParseWorkers | None = None,
                  workers_from: int = 0) -> None:
         self.fetcher = fetcher

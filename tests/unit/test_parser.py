@@ -1,7 +1,8 @@
-"""HTML extraction (crawl_platform.parse.html): both engines, on the demo site and on awkward pages."""
+"""HTML extraction (crawl_platform.parse.html): every engine, on the demo site, a real site and awkward pages."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urldefrag, urljoin
 
 import pytest
@@ -9,7 +10,8 @@ import pytest
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.parse.html import parse_html
 
-ENGINES = ["lxml", "bs4"]
+ENGINES = ["selectolax", "lxml", "bs4"]
+PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")  # Debian's python3.11-doc: a real site nobody here wrote
 ORIGIN = "http://127.0.0.1:0"  # what DemoSite embeds in absolute links before it is served
 HTML_UTF8 = "text/html; charset=utf-8"
 
@@ -38,8 +40,22 @@ def test_engines_agree_on_every_demo_page(demo):
     for path in demo.paths():
         body = demo.body(path)
         by_lxml = parse_html(body, ORIGIN + path, HTML_UTF8, "lxml")
-        by_bs4 = parse_html(body, ORIGIN + path, HTML_UTF8, "bs4")
-        assert by_lxml == by_bs4, path
+        assert parse_html(body, ORIGIN + path, HTML_UTF8, "bs4") == by_lxml, path
+        assert parse_html(body, ORIGIN + path, HTML_UTF8, "selectolax") == by_lxml, path
+
+
+@pytest.mark.skipif(not PYTHON_DOCS.is_dir(), reason="needs Debian's python3.11-doc (make test installs it)")
+def test_selectolax_gives_lxmls_title_text_and_links_on_a_real_site():
+    """The default engine replaced lxml for speed (docs/benchmarks.md, session 23): on every page
+    of the Python docs, from the huge indexes to the small ones, it must give exactly lxml's
+    title, text and links (main content off: it is the same step whatever the engine)."""
+    pages = sorted(PYTHON_DOCS.rglob("*.html"))
+    assert len(pages) > 500
+    for page in pages:
+        url = "http://docs.test/" + page.relative_to(PYTHON_DOCS).as_posix()
+        body = page.read_bytes()
+        assert parse_html(body, url, HTML_UTF8, "selectolax", main_content=False) == \
+            parse_html(body, url, HTML_UTF8, "lxml", main_content=False), url
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -201,3 +217,32 @@ def test_control_characters_are_removed_and_nothing_else():
                       "http://example.com/")
     assert page.title == "AB"
     assert page.text == "onetwo three"
+
+
+@pytest.mark.timeout(60)  # lexbor alone takes minutes on this page (quadratic in <div> nesting)
+@pytest.mark.parametrize("main_content", [True, False])
+def test_a_page_nested_too_deep_for_lexbor_is_parsed_by_lxml(main_content):
+    """200,000 nested <div>s: lexbor's parse would take about two minutes, so the page goes to
+    lxml (which keeps the first 2,048 levels), with or without the main-content step's check."""
+    hostile = b"<html><head><title>Deep</title></head><body><a href='/top'>top</a>" + \
+        b"<div>x" * 200_000 + b"</div>" * 200_000 + b"</body></html>"
+    parsed = parse_html(hostile, "http://h.example/", "text/html", main_content=main_content)
+    assert parsed.title == "Deep"
+    assert parsed.links == (("http://h.example/top", "top"),)
+    assert parsed.text.startswith("top x x x")
+
+
+@pytest.mark.parametrize("markup", [
+    b"<p>unclosed <b>bold <i>it", b'<?xml version="1.0" encoding="utf-8"?><html><title>X</title><body>x</body></html>',
+    b"<!-- only a comment -->", b"\x00\x01<title>n\x00ul</title>text", b"\xff\xfe\xfa broken <a href=/a>a</a>",
+    b"before<html><body>in</body></html>after", b"<a href=/1>one<a href=/2>two</a></a>",
+    b"<table><a href=/t>t</a><tr><td>cell</td></tr></table>", b"<body><svg><title>svg</title><a href=/s>s</a></svg>",
+    b"<frameset><frame src=/f></frameset>", b"<textarea><a href=/ta>x</a></textarea>",
+    b"<head><title>T</title><a href=/inhead>h</a></head>", b"<p>a<br>b&nbsp;c&amp;d</p>",
+])
+def test_selectolax_and_lxml_agree_on_broken_markup(markup):
+    """HTML5 (lexbor) and libxml2 recover from these the same way. Where they differ it is rare and
+    HTML5 is the standard: a second <title> with no <body> is no body text, and a <noscript> at the
+    very top closes before the link in it (the link is found either way)."""
+    assert parse_html(markup, "http://h.example/", "text/html", "selectolax") == \
+        parse_html(markup, "http://h.example/", "text/html", "lxml")
