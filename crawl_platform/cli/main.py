@@ -212,7 +212,7 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
     print(f"submitted crawl {request.crawl_id} ({len(request.seeds)} seeds)")
     for note in clamped_policies(request, settings):
         print(f"note: {note} (the platform's limit)")
-    store = CrawlStore.from_settings(settings)
+    store = CrawlStore.from_settings(settings, threads=1)  # small questions: see from_settings
     # The first batch need not wait for the seeds sensor and an intake run (seconds).
     not_now = register_now(store, bus, request)
     if not_now is not None:
@@ -324,7 +324,7 @@ def _line(s: CrawlStatus) -> str:
 
 
 def _status(settings: Settings, crawl_id: str | None) -> int:
-    store = CrawlStore.from_settings(settings)
+    store = CrawlStore.from_settings(settings, threads=1)
     if not store.exists():
         print(f"no crawls yet (no lake at {store.location.catalog})")
         return 0

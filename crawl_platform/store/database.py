@@ -46,9 +46,11 @@ class CrawlStore:
     first use and kept for the life of this object (one per process in practice)."""
 
     def __init__(self, location: LakeLocation, write_timeout_s: float = 120.0,
-                 archive_root: Path | None = None, memory_limit: str | None = DEFAULT_MEMORY_LIMIT) -> None:
+                 archive_root: Path | None = None, memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
+                 threads: int = 0) -> None:
         self.location = location
         self.memory_limit = memory_limit  # DuckDB's, for the process's engine (see _engine)
+        self.threads = threads  # DuckDB's threads, for the process's engine (0: one per core)
         # Where the fetch steps write WARC files (``pages.warc_file`` is relative to it).
         self.archive_root = archive_root or location.default_archive_root()
         self.write_timeout_s = write_timeout_s
@@ -59,9 +61,13 @@ class CrawlStore:
         self._last = threading.local()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> CrawlStore:
+    def from_settings(cls, settings: Settings, *, threads: int = 0) -> CrawlStore:
         """The process's store for the lake the settings name: one attached DuckDB instance per
-        lake and process, however many components ask (attaching costs tens of milliseconds)."""
+        lake and process, however many components ask (attaching costs tens of milliseconds).
+        ``threads``: DuckDB's threads in this process, if it is the first to open a lake (0: one
+        per core). A process that only asks small questions (the ``crawl --wait`` CLI) uses 1:
+        on a status read DuckDB's threads cost more than they save (24 against 14 ms of CPU,
+        docs/benchmarks.md, session 23)."""
         location = LakeLocation.from_settings(settings)
         with _SHARED_LOCK:
             store = _SHARED.get(location)
@@ -69,7 +75,7 @@ class CrawlStore:
                 store = _SHARED[location] = cls(location, settings.lake_write_timeout_s,
                                                 Path(settings.archive_path) if settings.archive_path
                                                 else settings.lake_path / "archive",
-                                                memory_limit=settings.lake_memory_limit)
+                                                memory_limit=settings.lake_memory_limit, threads=threads)
             return store
 
     def exists(self) -> bool:
@@ -174,7 +180,7 @@ class CrawlStore:
                 raise StoreUnavailableError(f"cannot create the lake's data path {data}: {err.strerror}") from None
             if not _writable(data):
                 raise StoreUnavailableError(f"the lake's data path {data} is not writable")
-        engine = _engine(location.kind, self.memory_limit)
+        engine = _engine(location.kind, self.memory_limit, self.threads)
         # An existing lake opens without waiting for anyone. A new one (or one whose creation did
         # not finish) is created under the lake-wide write lock: processes opening a new lake at
         # once would otherwise each create DuckLake's catalog tables and all but one fail.
@@ -290,7 +296,7 @@ def new_engine() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(config=ENGINE_CONFIG)
 
 
-def _engine(catalog_kind: str, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+def _engine(catalog_kind: str, memory_limit: str | None = None, threads: int = 0) -> duckdb.DuckDBPyConnection:
     """The process's one in-memory DuckDB, with DuckLake and the catalog drivers loaded once
     (loading them costs a few hundred milliseconds). Every lake is attached to it.
 
@@ -304,6 +310,8 @@ def _engine(catalog_kind: str, memory_limit: str | None = None) -> duckdb.DuckDB
     with _ENGINE_LOCK:
         if _ENGINE is None:
             _ENGINE = new_engine()
+            if threads > 0:
+                _ENGINE.execute(f"SET threads = {int(threads)}")
             if memory_limit:
                 _ENGINE.execute(f"SET memory_limit = '{memory_limit}'")  # a size, as Settings checks it
                 spill = Path(tempfile.gettempdir()) / f"crawl-platform-duckdb-{os.getpid()}"

@@ -19,6 +19,7 @@ import pytest
 
 from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
@@ -303,6 +304,7 @@ def test_a_relative_lake_path_names_the_lake_as_its_absolute_path_does(tmp_path,
 
 CREATE_RELATIVE_LAKE = """
 from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from tests.unit.crawl_rows import fetch_result, land, page_html
@@ -354,3 +356,38 @@ def test_each_process_s_lake_engine_keeps_to_the_memory_limit_and_spills_beyond_
     assert distinct == 3_000_000
     assert Path(spill).parent == Path(temp)
     assert Path(spill).name.startswith("crawl-platform-duckdb-")
+
+
+THREADS_PROBE = """
+import sys
+from crawl_platform.cli.main import main
+from crawl_platform.config import Settings
+from crawl_platform.store.database import CrawlStore
+if sys.argv[2] == "cli":
+    main(["status"])  # the CLI opens the lake first, as `crawl --wait` does
+store = CrawlStore.from_settings(Settings(lake_path=sys.argv[1]))
+print(store.query("SELECT current_setting('threads')")[0][0])
+"""
+
+
+@pytest.mark.parametrize("opener", ["cli", "run"])
+def test_the_cli_reads_the_lake_on_one_duckdb_thread_and_other_processes_on_all_cores(tmp_path, opener):
+    """The CLI's questions are small: one DuckDB thread answers them with less CPU (a status read
+    took 14 ms of CPU instead of 24). A run, a sensor or `sql` keeps a thread per core."""
+    lake = tmp_path / "lake"
+    CrawlStore.from_settings(Settings(lake_path=lake)).ensure_schema()  # a lake for `status` to read
+    env = {**os.environ, "CRAWL_LAKE_PATH": str(lake)}
+    done = subprocess.run([sys.executable, "-c", THREADS_PROBE, str(lake), opener], env=env,
+                          capture_output=True, text=True, check=True, timeout=120)
+    threads = int(done.stdout.strip().splitlines()[-1])
+    assert threads == (1 if opener == "cli" else duckdb_default_threads())
+
+
+def duckdb_default_threads() -> int:
+    import duckdb  # noqa: PLC0415
+
+    con = duckdb.connect()
+    try:
+        return int(con.execute("SELECT current_setting('threads')").fetchone()[0])  # type: ignore[index]
+    finally:
+        con.close()
