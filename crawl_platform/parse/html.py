@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urljoin
 
 from crawl_platform.parse.encoding import decode_html
-from crawl_platform.parse.main_text import TOO_DEEP_ERROR, MainContent, extract_main_content, nested_too_deep
+from crawl_platform.parse.main_text import MainContent, extract_main_content, nested_too_deep
 
 # lxml refuses text that starts with an XML encoding declaration; the text is decoded already.
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*>", re.I)
@@ -95,8 +95,10 @@ def parse_html(body: bytes, base_url: str, content_type: str | None = None,
     main = extract_main_content(text) if main_content else None
     if not text.strip():
         return ParsedPage(None, "", (), decoded.charset, main)
-    if engine == "selectolax" and (main.error == TOO_DEEP_ERROR if main is not None else nested_too_deep(text)):
-        engine = "lxml"  # lexbor's parse is quadratic in <div> nesting; libxml2 caps nesting
+    if engine == "selectolax" and (main.error is not None if main is not None else nested_too_deep(text)):
+        # Too deep (or Resiliparse's lexbor could not tell): lexbor's parse is quadratic in <div>
+        # nesting, and libxml2 caps nesting.
+        engine = "lxml"
     extractors = {"selectolax": (_parse_selectolax, _parse_lxml, _parse_bs4), "lxml": (_parse_lxml, _parse_bs4),
                   "bs4": (_parse_bs4,)}[engine]
     for extract in extractors:
@@ -111,7 +113,7 @@ def parse_html(body: bytes, base_url: str, content_type: str | None = None,
 def _parse_selectolax(markup: str, base_url: str) -> ParsedPage:
     from selectolax.lexbor import LexborHTMLParser  # noqa: PLC0415
 
-    tree = LexborHTMLParser(markup)  # raises (UnicodeEncodeError) for a lone surrogate: lxml takes it
+    tree = LexborHTMLParser(markup)
     base = tree.css_first("base[href]")
     if base is not None:
         base_url = urljoin(base_url, base.attributes.get("href") or "")
