@@ -291,8 +291,6 @@ def test_a_lake_whose_catalog_went_away_does_not_stop_another_lake_from_opening(
 def test_a_relative_lake_path_names_the_lake_as_its_absolute_path_does(tmp_path, monkeypatch):
     """`up` resolves its paths for its processes, a CLI in the same folder may not: DuckLake refuses
     a data path spelt differently from the one the lake was created with, so both must agree."""
-    from crawl_platform.config import Settings  # noqa: PLC0415
-
     monkeypatch.chdir(tmp_path)
     relative = LakeLocation.from_settings(Settings(lake_path=Path("data/lake")))
     absolute = LakeLocation.from_settings(Settings(lake_path=tmp_path / "data" / "lake"))
@@ -384,8 +382,6 @@ def test_the_cli_reads_the_lake_on_one_duckdb_thread_and_other_processes_on_all_
 
 
 def duckdb_default_threads() -> int:
-    import duckdb  # noqa: PLC0415
-
     con = duckdb.connect()
     try:
         return int(con.execute("SELECT current_setting('threads')").fetchone()[0])  # type: ignore[index]
