@@ -53,6 +53,12 @@ class LakeSettings(BaseSettings):
         description="DuckDB's memory limit in each process that opens the lake (e.g. 1GB, 512MB): its "
         "cache of what it read stays under it, and a query needing more spills to a temporary folder.",
     )
+    lake_threads: int = Field(
+        1, ge=0, le=256, validation_alias=AliasChoices("CRAWL_LAKE_THREADS", "lake_threads"),
+        description="DuckDB threads in each process of the crawl that opens the lake (batch runs, "
+        "sensors, the CLI). The crawl's statements are small, and on them more threads cost more CPU "
+        "than they save; 0: one per core. `crawl-platform sql` always uses one per core.",
+    )
     lake_retention_days: int = Field(
         7, ge=0, validation_alias=AliasChoices("CRAWL_LAKE_RETENTION_DAYS", "lake_retention_days"),
         description="Days of lake snapshots lake maintenance keeps for time travel; older snapshots are "

@@ -39,6 +39,7 @@ from crawl_platform.store.locks import advisory_lock, file_lock
 from crawl_platform.store.schema import schema_upgrade
 
 DEFAULT_MEMORY_LIMIT: str = Settings.model_fields["lake_memory_limit"].default
+DEFAULT_THREADS: int = Settings.model_fields["lake_threads"].default
 
 
 class CrawlStore:
@@ -47,7 +48,7 @@ class CrawlStore:
 
     def __init__(self, location: LakeLocation, write_timeout_s: float = 120.0,
                  archive_root: Path | None = None, memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
-                 threads: int = 0) -> None:
+                 threads: int = DEFAULT_THREADS) -> None:
         self.location = location
         self.memory_limit = memory_limit  # DuckDB's, for the process's engine (see _engine)
         self.threads = threads  # DuckDB's threads, for the process's engine (0: one per core)
@@ -61,13 +62,16 @@ class CrawlStore:
         self._last = threading.local()
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, threads: int = 0) -> CrawlStore:
+    def from_settings(cls, settings: Settings, *, threads: int | None = None) -> CrawlStore:
         """The process's store for the lake the settings name: one attached DuckDB instance per
         lake and process, however many components ask (attaching costs tens of milliseconds).
         ``threads``: DuckDB's threads in this process, if it is the first to open a lake (0: one
-        per core). A process that only asks small questions (the ``crawl --wait`` CLI) uses 1:
-        on a status read DuckDB's threads cost more than they save (24 against 14 ms of CPU,
-        docs/benchmarks.md, session 23)."""
+        per core; None: ``CRAWL_LAKE_THREADS``, 1 by default). The crawl's statements are small,
+        and on them DuckDB's threads cost more than they save: a status read took 24 ms of CPU
+        on one thread per core against 14 on one (docs/benchmarks.md, session 23), and with one
+        thread in every process the crawls were faster for less CPU (session 24)."""
+        if threads is None:
+            threads = settings.lake_threads
         location = LakeLocation.from_settings(settings)
         with _SHARED_LOCK:
             store = _SHARED.get(location)
