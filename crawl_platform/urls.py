@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-import tldextract
 from w3lib.url import canonicalize_url
 
-from crawl_platform.config import Scope
+if TYPE_CHECKING:  # a type only: a parse worker, which resolves links, imports no settings (0.2 s)
+    from crawl_platform.config import Scope
 
 MAX_URL_LENGTH = 2048
 MAX_QUERY_PARAMS = 16
@@ -28,8 +29,6 @@ SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "sid", "sessionid", "sess
 _PATH_SESSION = re.compile(r";(?:jsessionid|phpsessid|sessionid|sid)=[^/?#]*", re.I)
 _HOST = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+")  # DNS names (underscores occur in the wild) or IPv6
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-# No network: the public-suffix list bundled with tldextract is used as is.
-_SUFFIXES = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
 class InvalidURLError(ValueError):
@@ -157,11 +156,21 @@ def host_of(url: str) -> str:
     return urlsplit(url).netloc
 
 
+@cache
+def _suffixes() -> Any:
+    """The public-suffix matcher, built at its first use: tldextract (and the ``requests`` it
+    imports, 0.1 s) is not needed to resolve links, all a parse worker does. No network: the
+    public-suffix list bundled with tldextract is used as is."""
+    import tldextract  # noqa: PLC0415
+
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
 @lru_cache(maxsize=65536)
 def registered_domain(host: str) -> str:
     """Registered domain of a host (``a.b.example.co.uk`` -> ``example.co.uk``); IPs map to themselves."""
     hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    extracted = _SUFFIXES(hostname)
+    extracted = _suffixes()(hostname)
     if extracted.top_domain_under_public_suffix:
         return str(extracted.top_domain_under_public_suffix)
     labels = hostname.split(".")

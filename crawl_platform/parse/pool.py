@@ -70,9 +70,9 @@ def _worker_init(parent: int) -> None:
     if os.getppid() != parent:  # the parent died before the line above took effect
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # What the parser imports at its first page (URL handling: tldextract, pydantic settings;
-    # about 0.27 s) is imported now, before the worker counts as started, not while the step
-    # waits for the first chunk (docs/benchmarks.md, session 22).
+    # What the parser imports at its first page (URL handling, Resiliparse, numpy) is imported
+    # now, before the worker counts as started, not while the step waits for the first chunk
+    # (docs/benchmarks.md, session 22). A worker's start costs about 0.2 CPU s (session 25).
     parse_pages([(_WARM_URL, _WARM_PAGE, _WARM_URL, "text/html")], DEFAULT_ENGINE, main_content=True)
 
 
