@@ -1,12 +1,16 @@
 """Dagster resources: thin facades that build engine objects from the platform settings.
 
-Settings are read from the environment when a run (or sensor tick) initialises the resource,
-never at import time; a field set on the resource overrides the environment for that field.
+Settings are read from the environment when a run (or sensor tick) first asks for them, never at
+import time; a field set on the resource overrides the environment for that field. Building them
+costs about 3 ms (pydantic-settings reads every variable), and a sensor tick asked a dozen times:
+the settings of one environment and one set of overrides are built once per process, and built
+again as soon as any variable changes.
 Neighbours: assets/ and sensors/ receive these; crawl_platform/ does the work.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing.util
 import os
 from typing import Any
@@ -28,6 +32,13 @@ from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.revisits import RevisitPolicy
 
 
+@functools.lru_cache(maxsize=8)
+def _settings(overrides: frozenset[tuple[str, Any]], environ: frozenset[tuple[str, str]]) -> Settings:
+    """The settings of ``environ`` (the key only: Settings reads ``os.environ``) with ``overrides``.
+    Settings are frozen, so every caller may share them."""
+    return Settings(**dict(overrides))
+
+
 class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself
     """The platform settings (env vars documented in the README); fields here override them."""
 
@@ -40,7 +51,7 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
             overrides["lake_path"] = self.lake_path
         if self.kafka_bootstrap_servers:
             overrides["kafka_bootstrap_servers"] = self.kafka_bootstrap_servers
-        return Settings(**overrides)
+        return _settings(frozenset(overrides.items()), frozenset(os.environ.items()))
 
     def bus(self) -> KafkaBus:
         return KafkaBus.from_settings(self.settings())

@@ -29,7 +29,7 @@ __all__ = ["Scope", "Settings"]
 class Settings(OperationsSettings, FetchSettings, RunSettings, LakeSettings, BusSettings):
     """Platform settings; each field is read from the environment variable named in its alias."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, frozen=True)
 
     # Here, not in runs.py: the rule needs the batch settings and the fetch delay.
     def partition_batch_size(self, hosts_per_partition: float = 1.0) -> int:
