@@ -1,17 +1,13 @@
 """Dagster resources: thin facades that build engine objects from the platform settings.
 
 Settings are read from the environment when a run (or sensor tick) first asks for them, never at
-import time; a field set on the resource overrides the environment for that field. Building them
-costs about 3 ms (pydantic-settings reads every variable), and every sensor tick and every step
-asked anew (the code server built them twice a second): the settings of one environment and one
-set of overrides are built once per process (a later call costs 0.02 ms), and built again as soon
-as any variable changes.
+import time (built once per environment, :mod:`.settings`); a field set on the resource overrides
+the environment for that field.
 Neighbours: assets/ and sensors/ receive these; crawl_platform/ does the work.
 """
 
 from __future__ import annotations
 
-import functools
 import multiprocessing.util
 import os
 from typing import Any
@@ -31,13 +27,7 @@ from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.revisits import RevisitPolicy
-
-
-@functools.lru_cache(maxsize=8)
-def _settings(overrides: frozenset[tuple[str, Any]], environ: frozenset[tuple[str, str]]) -> Settings:
-    """The settings of ``environ`` (the key only: Settings reads ``os.environ``) with ``overrides``.
-    Settings are frozen, so every caller may share them."""
-    return Settings(**dict(overrides))
+from crawl_platform_dagster.resources.settings import platform_settings
 
 
 class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself
@@ -52,7 +42,7 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
             overrides["lake_path"] = self.lake_path
         if self.kafka_bootstrap_servers:
             overrides["kafka_bootstrap_servers"] = self.kafka_bootstrap_servers
-        return _settings(frozenset(overrides.items()), frozenset(os.environ.items()))
+        return platform_settings(**overrides)
 
     def bus(self) -> KafkaBus:
         return KafkaBus.from_settings(self.settings())

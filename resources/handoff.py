@@ -17,7 +17,7 @@ from typing import Any
 
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
-from crawl_platform.config import Settings
+from crawl_platform_dagster.resources.settings import platform_settings
 
 HANDOFF_IO_MANAGER_KEY = "crawl_handoff"
 STALE_AFTER_S = 24 * 3600  # files of runs that never landed (failed for good) go after a day
@@ -29,7 +29,7 @@ class HandoffIOManager(ConfigurableIOManager):
     base_dir: str | None = None
 
     def root(self) -> Path:
-        return Path(self.base_dir) if self.base_dir else Settings().handoff_dir
+        return Path(self.base_dir) if self.base_dir else platform_settings().handoff_dir
 
     def _path(self, parts: list[str]) -> Path:
         return self.root().joinpath(*parts).with_suffix(".pickle")

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from dagster import ConfigurableResource
 
-from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
+from crawl_platform_dagster.resources.settings import platform_settings
 
 if TYPE_CHECKING:  # pandas loads only when a check reads a frame, not in every run process
     import pandas as pd
@@ -23,7 +23,7 @@ class CrawlStoreResource(ConfigurableResource):  # type: ignore[type-arg]  # gen
     lake_path: str | None = None
 
     def store(self) -> CrawlStore:
-        settings = Settings(lake_path=self.lake_path) if self.lake_path else Settings()
+        settings = platform_settings(lake_path=self.lake_path) if self.lake_path else platform_settings()
         return CrawlStore.from_settings(settings)
 
     def read_frame(self, sql: str, params: list[object] | None = None) -> pd.DataFrame:

