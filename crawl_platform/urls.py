@@ -12,12 +12,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
-if TYPE_CHECKING:  # a type only: a parse worker, which resolves links, imports no settings (0.2 s)
+if TYPE_CHECKING:  # types only: a parse worker, which resolves links, imports no settings (0.2 s)
+    import tldextract
+
     from crawl_platform.config import Scope
 
 MAX_URL_LENGTH = 2048
@@ -157,7 +159,7 @@ def host_of(url: str) -> str:
 
 
 @cache
-def _suffixes() -> Any:
+def _suffixes() -> tldextract.TLDExtract:
     """The public-suffix matcher, built at its first use: tldextract (and the ``requests`` it
     imports, 0.1 s) is not needed to resolve links, all a parse worker does. No network: the
     public-suffix list bundled with tldextract is used as is."""
