@@ -95,9 +95,10 @@ class CrawlStore:
         :attr:`last_snapshot_id` is the snapshot it committed."""
         instance = self._instance()
         with self._write_lock, self._lake_write_lock():
-            con = self._cursor(instance)
+            con = instance.cursor()
             try:
                 with transaction(con):
+                    self._use_lake(con)
                     yield con
                 self._last.snapshot_id = current_snapshot(con, self.alias)
             finally:
@@ -111,8 +112,9 @@ class CrawlStore:
         the commit that stops referencing them. Readers still never wait."""
         instance = self._instance()
         with self._write_lock, self._lake_write_lock():
-            con = self._cursor(instance)
+            con = instance.cursor()
             try:
+                self._use_lake(con)
                 yield con
             finally:
                 con.close()
@@ -120,10 +122,11 @@ class CrawlStore:
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor reading one consistent snapshot of the lake (never waits for writers)."""
-        con = self._cursor(self._instance())
+        con = self._instance().cursor()
         try:
             con.execute("BEGIN TRANSACTION")
             try:
+                self._use_lake(con)
                 yield con
             finally:
                 con.execute("ROLLBACK")
@@ -161,12 +164,13 @@ class CrawlStore:
                 self._db = None
 
     # --- internals ---------------------------------------------------------------------------
-    def _cursor(self, instance: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-        """A connection of its own to the process's DuckDB, with this lake as its default catalog."""
-        con = instance.cursor()
+    def _use_lake(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Make this lake the default catalog of ``con``, a connection of its own to the process's
+        DuckDB. :meth:`read` and :meth:`write` call it inside their transaction: ``USE`` outside one
+        is a DuckLake transaction of its own, a snapshot lookup in the catalog, and cost 1.8 of a
+        status read's 15 ms (docs/benchmarks.md, session 26)."""
         con.execute(f"USE {self.alias}")
         con.execute("SET enable_progress_bar = false")  # a long query must not draw on the caller's stdout
-        return con
 
     def _instance(self) -> duckdb.DuckDBPyConnection:
         with self._open_lock:
