@@ -308,11 +308,12 @@ class KafkaBus:
     # --- clients -----------------------------------------------------------------------------
     def _metadata_clients(self) -> _MetadataClients:
         """This process's clients for topic metadata, watermarks and topic ids, made at the first
-        call and kept. A sensor asks for them at every tick, and a new consumer and admin client
-        cost 4.6 ms of this process's CPU, 4.8 ms of the embedded broker's and 25 ms of wall time
-        each time, against 0.6 ms, 0.8 ms and 1.4 ms with kept ones (docs/benchmarks.md, session
-        26). One configuration at a time: another one replaces them (the last user's reference
-        ends the old ones). A forked child makes its own (:func:`_forget_the_parents_clients`)."""
+        call and kept. A sensor asks for them at every tick: with a new consumer and admin client
+        each time, a tick's read cost 4.4 ms of this process's CPU, 4.7 ms of the embedded
+        broker's and 23 ms of wall time, against 1.3, 2.2 and 3.6 ms with kept ones
+        (``benchmarks/bus_metadata.py``, docs/benchmarks.md, session 26). One configuration at a
+        time: another one replaces them (the last user's reference ends the old ones). A forked
+        child makes its own (:func:`_forget_the_parents_clients`)."""
         key = repr(sorted((k, v) for k, v in self._config.items() if k != "logger"))
         with _METADATA_LOCK:
             if not _metadata or _metadata[0].key != key:

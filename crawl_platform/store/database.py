@@ -167,8 +167,9 @@ class CrawlStore:
     def _use_lake(self, con: duckdb.DuckDBPyConnection) -> None:
         """Make this lake the default catalog of ``con``, a connection of its own to the process's
         DuckDB. :meth:`read` and :meth:`write` call it inside their transaction: ``USE`` outside one
-        is a DuckLake transaction of its own, a snapshot lookup in the catalog, and cost 1.8 of a
-        status read's 15 ms (docs/benchmarks.md, session 26)."""
+        is a DuckLake transaction of its own, a snapshot lookup in the catalog: about 1.5 CPU ms
+        of every read or write of a table (``benchmarks/lake_reads.py``, docs/benchmarks.md,
+        session 26)."""
         con.execute(f"USE {self.alias}")
         con.execute("SET enable_progress_bar = false")  # a long query must not draw on the caller's stdout
 
