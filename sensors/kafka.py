@@ -26,11 +26,12 @@ from dagster import (
 
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.kafka import KafkaBus
-from crawl_platform.bus.offsets import OffsetRange
+from crawl_platform.bus.offsets import OffsetRange, cursor_number, with_cursor_number
 from crawl_platform.config import Settings
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.loop import (
+    IDLE_SWEEP_EVERY_S,
     ORPHAN_AFTER_S,
     FrontierPlan,
     LoopPolicy,
@@ -122,6 +123,9 @@ def _advance_to_landed(settings: Settings, topic: TopicState, held: frozenset[in
     return advance_to_landed(topic, FrontierReadModel(store).landed_ends(topic.epoch))
 
 
+_SWEPT_AT = "swept_at"  # in the frontier sensor's cursor: when it last looked for orphans (Unix time)
+
+
 def _count_orphans(settings: Settings) -> int:
     """Queued URLs older than the orphan age; none before the lake exists."""
     store = CrawlStore.from_settings(settings)
@@ -205,9 +209,13 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
         topic = _advance_to_landed(settings, topic, held)
     plan = plan_frontier(topic, queue, LoopPolicy.from_settings(settings, _queued_hosts(settings, topic, held)),
                          _partition_priorities(settings, topic, held), held, continuing)
-    if plan.check_orphans:
-        plan = plan.with_orphans(_count_orphans(settings), time.time())
+    swept_at = cursor_number(context.cursor, _SWEPT_AT) or 0.0
+    now = time.time()
+    if plan.check_orphans and not 0 <= now - swept_at < IDLE_SWEEP_EVERY_S:  # (a clock set back sweeps too)
+        plan = plan.with_orphans(_count_orphans(settings), now)
         _sweep_page_events(context, crawl)
+        swept_at = now
+    cursor = with_cursor_number(plan.cursor, _SWEPT_AT, swept_at) if swept_at else plan.cursor
     for requeue in plan.requeues:
         context.log.warning(requeue.reason)
     requests = [RunRequest(run_key=r.key, job_name=crawl_intake_job.name, run_config=_REQUEUE_CONFIG)
@@ -215,11 +223,11 @@ def frontier_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResour
     requests += _batch_requests(plan, settings)
     if not requests:
         reason = f"{plan.skip_reason} ({queue.waiting} waiting)" if plan.backlog else plan.skip_reason
-        return SensorResult(skip_reason=reason, cursor=plan.cursor)
+        return SensorResult(skip_reason=reason, cursor=cursor)
     keys = [batch.key for batch in plan.batches]
     return SensorResult(
         run_requests=requests,
-        cursor=plan.cursor,
+        cursor=cursor,
         dynamic_partitions_requests=[frontier_batches.build_add_request(keys)] if keys else [],
     )
 

@@ -136,6 +136,22 @@ def cursor_topic_id(raw: str | None) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def cursor_number(raw: str | None, name: str) -> float | None:
+    """A number a sensor keeps in its cursor beside the offsets (None when absent or unreadable)."""
+    try:
+        value = json.loads(raw or "").get(name)
+    except (ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def with_cursor_number(raw: str, name: str, value: float) -> str:
+    """``raw`` (an encoded cursor) with ``name`` set to ``value``; :func:`decode_cursor` ignores it."""
+    body = json.loads(raw)
+    body[name] = value
+    return json.dumps(body)
+
+
 def decode_cursor(raw: str | None) -> tuple[dict[int, int], int]:
     """Offsets and epoch from a sensor cursor; an empty or unreadable cursor starts from scratch."""
     if not raw:

@@ -37,6 +37,12 @@ from crawl_platform.pipeline.intake import SeedIntake
 ORPHAN_AFTER_S = 60.0
 """URLs queued this long, with nothing planned and no run in flight, are published again."""
 
+IDLE_SWEEP_EVERY_S = 15.0
+"""How often the frontier sensor of an idle loop looks for orphaned URLs (queued over
+:data:`ORPHAN_AFTER_S`) and for page events no frontier step got confirmed: two lake reads, which
+made every second took about 60 % of an idle code server's CPU (docs/benchmarks.md, session 27).
+An orphan is then found 60-75 s after it was queued instead of 60-61 s."""
+
 SEED_RANGE_SIZE = 10_000
 """Most crawl requests one intake run registers per seeds partition."""
 

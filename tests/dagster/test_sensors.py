@@ -2,15 +2,24 @@
 
 import base64
 import json
+import time
 
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, build_sensor_context, validate_run_config
 from dagster._core.test_utils import create_run_for_test
 
 from crawl_platform.bus.messages import FrontierURL, decode_dead_letter, encode
-from crawl_platform.bus.offsets import OffsetRange, batch_key, decode_cursor, parse_batch_key
+from crawl_platform.bus.offsets import (
+    OffsetRange,
+    batch_key,
+    cursor_number,
+    decode_cursor,
+    parse_batch_key,
+    with_cursor_number,
+)
 from crawl_platform.bus.publishing import publish_frontier
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.pipeline.intake import SeedIntake
+from crawl_platform.pipeline.loop import IDLE_SWEEP_EVERY_S
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.definitions import defs
 from crawl_platform_dagster.instance import write_instance_yaml
@@ -183,6 +192,25 @@ def test_queued_urls_that_no_run_will_fetch_are_published_again(crawl_env, bus, 
     (requeue,) = result.run_requests
     assert requeue.job_name == "crawl_intake_job"
     assert requeue.run_config["ops"]["crawls"]["config"]["requeue_pending"] is True
+
+
+def test_an_idle_frontier_sensor_looks_for_orphans_once_a_sweep_interval(crawl_env, bus, store, instance):
+    frontier = Frontier(store, bus)
+    frontier.register(build_crawl_request(["http://127.0.0.1:9/"], crawl_id="swept"))
+    planned = _tick(frontier_sensor, instance)  # plans the seed's message; its run never comes
+    with store.write() as con:
+        con.execute("UPDATE frontier SET updated_at = updated_at - INTERVAL 5 MINUTE")
+    with DagsterInstance.ephemeral() as idle_instance:
+        looked = _tick(frontier_sensor, idle_instance, planned.cursor)
+        assert [r.job_name for r in looked.run_requests] == ["crawl_intake_job"]
+        # The next idle ticks, within IDLE_SWEEP_EVERY_S, leave the lake alone: the orphan stays unseen.
+        assert not _tick(frontier_sensor, idle_instance, looked.cursor).run_requests
+        assert decode_cursor(looked.cursor) == decode_cursor(planned.cursor)  # the offsets are untouched
+        swept_at = cursor_number(looked.cursor, "swept_at")
+        assert swept_at is not None
+        assert time.time() - swept_at < IDLE_SWEEP_EVERY_S
+        later = with_cursor_number(looked.cursor, "swept_at", swept_at - IDLE_SWEEP_EVERY_S)
+        assert [r.job_name for r in _tick(frontier_sensor, idle_instance, later).run_requests] == ["crawl_intake_job"]
 
 
 def test_a_requeue_restarts_the_clock_of_queued_urls(crawl_env, bus, store):

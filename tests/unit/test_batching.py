@@ -7,11 +7,14 @@ import pytest
 from crawl_platform.bus.offsets import (
     OffsetRange,
     batch_key,
+    cursor_number,
+    cursor_topic_id,
     decode_cursor,
     encode_cursor,
     parse_batch_key,
     partitions_of,
     plan_batches,
+    with_cursor_number,
 )
 from crawl_platform.config import Settings
 
@@ -119,6 +122,17 @@ def test_partitions_missing_from_the_cursor_start_at_their_low_watermark():
 @pytest.mark.parametrize("epoch", [0, 3])
 def test_cursor_round_trip(cursor, epoch):
     assert decode_cursor(encode_cursor(cursor, epoch)) == (cursor, epoch)
+
+
+def test_a_number_kept_in_a_cursor_leaves_its_offsets_alone():
+    raw = encode_cursor({0: 5, 3: 9}, 2, "topic-id")
+    kept = with_cursor_number(raw, "swept_at", 1_700_000_000.5)
+    assert decode_cursor(kept) == ({0: 5, 3: 9}, 2)
+    assert cursor_topic_id(kept) == "topic-id"
+    assert cursor_number(kept, "swept_at") == 1_700_000_000.5
+    assert cursor_number(raw, "swept_at") is None
+    for unreadable in (None, "", "not json", "[]", '{"swept_at": "x"}', '{"swept_at": true}'):
+        assert cursor_number(unreadable, "swept_at") is None
 
 
 @pytest.mark.parametrize(
