@@ -78,6 +78,11 @@ class Admission:
     def register(self, request: CrawlRequest) -> Admitted:
         """Record a crawl and admit its (valid) seeds at depth 0; idempotent per crawl id."""
         seeds = sorted({canonicalize(s) for s in request.seeds})
+        # A crawl id is registered once, in one transaction with its seeds and schedule (a pass of a
+        # recurring crawl has an id of its own): a request delivered again, such as the seeds
+        # sensor's copy of one the CLI registered itself, finds it there and needs no write.
+        if self.store.query("SELECT count(*) FROM crawls WHERE crawl_id = ?", [request.crawl_id])[0][0]:
+            return Admitted([], len(seeds))
         with self.store.write() as con:
             con.execute(
                 # The lake has no unique keys: a crawl id is registered once because writers take

@@ -36,11 +36,15 @@ def test_register_admits_canonical_seeds_and_publishes_them(frontier, store, bus
     assert (status.pending, status.fetched, status.failed, status.disallowed) == (2, 0, 0, 0)
 
 
-def test_register_is_idempotent(frontier, store, bus):
+def test_register_is_idempotent(frontier, store, bus, monkeypatch):
     request = crawl_request("c1", "http://a.example/", "http://a.example/2")
     frontier.register(request)
+    writes = []
+    write = store.write
+    monkeypatch.setattr(store, "write", lambda: writes.append(1) or write())
     again = frontier.register(request)
     assert again.admitted == 0
+    assert not writes  # a request delivered again takes no write transaction (nor the lake's write lock)
     assert store.query("SELECT count(*) FROM crawls") == [(1,)]
     assert len(frontier_rows(store, "c1")) == 2
     assert len(topic_messages(bus)) == 2
