@@ -4,7 +4,9 @@ Starts the platform as the end-to-end tests do (the embedded broker, a code serv
 daemon, instance storage in a new database on the machine's PostgreSQL, four frontier partitions),
 then prints:
 
-- idle: CPU of the platform's processes over ``--idle-s`` seconds with nothing to crawl;
+- idle: CPU of the platform's processes over ``--idle-s`` seconds with nothing to crawl, the lake
+  created first as ``crawl-platform up`` does (before session 27 there was none yet, and the
+  sensors' idle reads of it were left out);
 - crawl: wall seconds and CPU seconds of the whole machine (``/proc/stat``, so every process the
   platform starts counts, runs included) while ``crawl-platform crawl … --wait`` takes a demo site
   of ``--pages`` pages with no per-host delay. A five-page crawl first warms the platform (the run
@@ -36,7 +38,7 @@ from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, EmbeddedBroker
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.config import Settings
 from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses
+from crawl_platform_dagster.stack import DagsterProcesses, create_lake
 from tests.conftest import fresh_postgres_database
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -81,6 +83,7 @@ def main() -> int:
                 allowed_networks=["127.0.0.0/8"], host_delay_ms=0, batch_size=100)
             write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=4, partitions=4)
             env = {**os.environ, **settings.to_env()}
+            create_lake(settings)  # as `crawl-platform up` does before Dagster starts: the sensors read it
             dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
             dagster.start()
             try:
