@@ -80,8 +80,10 @@ class Admission:
         seeds = sorted({canonicalize(s) for s in request.seeds})
         # A crawl id is registered once, in one transaction with its seeds and schedule (a pass of a
         # recurring crawl has an id of its own): a request delivered again, such as the seeds
-        # sensor's copy of one the CLI registered itself, finds it there and needs no write.
-        if self.store.query("SELECT count(*) FROM crawls WHERE crawl_id = ?", [request.crawl_id])[0][0]:
+        # sensor's copy of one the CLI registered itself, finds it there with the same seeds and
+        # needs no write. (Other seeds under a known id are still admitted below.)
+        known = self.store.query("SELECT seeds FROM crawls WHERE crawl_id = ?", [request.crawl_id])
+        if known and list(known[0][0] or []) == seeds:
             return Admitted([], len(seeds))
         with self.store.write() as con:
             con.execute(

@@ -50,6 +50,14 @@ def test_register_is_idempotent(frontier, store, bus, monkeypatch):
     assert len(topic_messages(bus)) == 2
 
 
+def test_register_again_with_other_seeds_admits_the_new_ones(frontier, store):
+    frontier.register(crawl_request("c1", "http://a.example/"))
+    growth = frontier.register(crawl_request("c1", "http://a.example/", "http://a.example/2"))
+    assert growth.admitted == 1
+    assert len(frontier_rows(store, "c1")) == 2
+    assert store.query("SELECT count(*) FROM crawls") == [(1,)]
+
+
 def test_register_admits_no_more_seeds_than_max_pages(frontier, store):
     growth = frontier.register(crawl_request("c1", "http://a.example/1", "http://a.example/2",
                                              "http://a.example/3", max_pages=2))
