@@ -170,6 +170,7 @@ def _pages_metadata(report: BatchReport, shards: int) -> dict[str, int | float |
         "deferred": report.deferred,
         "bytes": report.bytes,
         "new_versions": report.new_versions,
+        "unchanged_not_parsed": report.unchanged,
         "fetch_seconds": round(report.seconds.get("fetch", 0.0), 3),
         "parse_seconds": round(report.seconds.get("parse", 0.0), 3),
         "archive_seconds": round(report.seconds.get("archive", 0.0), 3),

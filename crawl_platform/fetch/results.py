@@ -3,6 +3,7 @@ per URL in, one :class:`FetchResult` per URL out (with the redirects answered on
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +25,9 @@ class FetchRequest:
     accept_any: bool = False  # read a body of any content type (sitemaps), not just the allow-list
     host_delay_s: float | None = None  # the crawl's own gap per host (None: the fetcher's), clamped
     host_concurrency: int = 0  # the crawl's own requests in flight per host (0: the fetcher's), clamped
+    # content_hash() of the latest stored version: a response with this hash is the page the lake
+    # has already (its parse would land nothing), so it is not parsed again.
+    known_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,3 +79,15 @@ class FetchResult:
         if media is None:  # no Content-Type at all: sniff
             return self.body[:1024].lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
         return media in HTML_TYPES
+
+
+def content_hash(result: FetchResult) -> str:
+    """sha256 of what a page *is* for versioning: its status and body, or the kind of failure
+    (``pages.content_hash``; a URL gets a new version only when it differs from its latest)."""
+    digest = hashlib.sha256()
+    if result.status is None:
+        digest.update(b"error\n" + (result.error or "").split(":", 1)[0].encode())
+    else:
+        digest.update(f"{result.status}\n".encode())
+        digest.update(result.body)
+    return digest.hexdigest()

@@ -9,6 +9,7 @@ metadata. Its neighbour :mod:`crawl_platform.pipeline.intake` does the same for 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublis
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
-from crawl_platform.store.landing import LandedBatch, land_batch, latest_validators
+from crawl_platform.store.landing import LandedBatch, land_batch, latest_versions
 from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
 
@@ -53,6 +54,7 @@ class BatchReport:
     failed: int = 0
     disallowed: int = 0
     not_modified: int = 0
+    unchanged: int = 0  # 200s whose body was the latest version's: not parsed (FetchRequest.known_hash)
     deferred: int = 0  # URLs another crawl of the batch fetched its own way: left for a later batch
     bytes: int = 0
     new_versions: int = 0
@@ -189,7 +191,7 @@ class BatchReader:
                    FROM crawls WHERE list_contains(?, crawl_id)""",
                 [crawl_ids],
             ).fetchall()
-            validators = latest_validators(con, sorted({i.url for i in items}))
+            latest = latest_versions(con, sorted({i.url for i in items}))
             hosts = load_hosts(con, {origin_of(i.url) for i in items})
         agents: dict[str, str | None] = {}
         scopes: dict[str, CrawlScope] = {}
@@ -209,8 +211,8 @@ class BatchReader:
                          host_delay_s=politeness.get(i.crawl_id, (None, 0))[0],
                          host_concurrency=politeness.get(i.crawl_id, (None, 0))[1],
                          in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
-                         etag=validators.get(i.url, (None, None))[0],
-                         last_modified=validators.get(i.url, (None, None))[1])
+                         etag=v.etag if (v := latest.get(i.url)) else None,
+                         last_modified=v.last_modified if v else None, known_hash=v.content_hash if v else None)
             for i in chosen
         ], list(hosts.values()), deferred
 
@@ -230,7 +232,9 @@ class BatchLander:
         parsed: dict[str, ParsedPage] = {}
         hosts: list[HostRecord] = []
         archived: dict[str, RecordPointer] = {}
+        unchanged: dict[str, Callable[[], ParsedPage]] = {}
         for shard in shards:
+            unchanged.update({url: functools.partial(shard.parse_later, url) for url in shard.unchanged})
             archived.update(shard.archived)
             results.update(shard.results)
             parsed.update(shard.parsed)
@@ -239,7 +243,8 @@ class BatchLander:
                 report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
         clock = time.perf_counter()
         landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived,
-                            self.revisit)
+                            self.revisit, unchanged)
+        report.unchanged += len(unchanged)
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, prepared.items, results, landed)
         return report

@@ -13,7 +13,8 @@ from pathlib import Path
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
-from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
+from crawl_platform.fetch.results import content_hash
+from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine, parse_html
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
 
 
@@ -26,6 +27,16 @@ class ShardResult:
     hosts: list[HostRecord]  # what the shard learned about its hosts (robots.txt, gaps)
     seconds: dict[str, float]
     archived: dict[str, RecordPointer] = field(default_factory=dict)  # by URL: its response's WARC record
+    # URLs whose body was their latest stored version's (FetchRequest.known_hash): not parsed, as
+    # they land no new version; parse_later() parses one should another batch have landed it since.
+    unchanged: set[str] = field(default_factory=set)
+    parser: ParserEngine = DEFAULT_ENGINE  # how the shard parsed its pages
+    main_content: bool = True
+
+    def parse_later(self, url: str) -> ParsedPage:
+        """Parse the unchanged page ``url`` as the shard parsed the others."""
+        r = self.results[url]
+        return parse_html(r.body, r.final_url, r.content_type, self.parser, main_content=self.main_content)
 
 
 class ShardFetcher:
@@ -63,11 +74,20 @@ class ShardFetcher:
         # in one process cost a third more CPU (measured with benchmarks/fetch_hosts.py).
         if requests and self.parse_workers > 0 and self._workers is None and len(requests) >= self.workers_from:
             self._workers = ParseWorkers(self.parse_workers)
+        known = {r.url: r.known_hash for r in requests if r.known_hash}
+        unchanged: set[str] = set()
         with ParsePool(self._workers if requests and self._workers is not None else 0, self.parser,
                        main_content=self.main_content) as pool:
+
+            def parse(result: FetchResult) -> None:  # on the fetch threads
+                if known and result.is_html and known.get(result.url) == content_hash(result):
+                    unchanged.add(result.url)  # the page the lake has: a parse would land nothing
+                else:
+                    pool.add(result)
+
             self.fallback = pool.fallback
             clock = time.perf_counter()
-            results = self.fetcher.fetch_all(requests, pool.add)
+            results = self.fetcher.fetch_all(requests, parse)
             seconds = {"fetch": time.perf_counter() - clock}
             archived: dict[str, RecordPointer] = {}
             if self.archive is not None:  # while the workers parse the last pages
@@ -80,7 +100,7 @@ class ShardFetcher:
             seconds["parse"] = time.perf_counter() - clock
         parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
-        return ShardResult(results, parsed, learned, seconds, archived)
+        return ShardResult(results, parsed, learned, seconds, archived, unchanged, self.parser, self.main_content)
 
     def close(self) -> None:
         """Ends the parse workers and the fetcher's connections."""

@@ -7,13 +7,13 @@ hash differs from its latest version, so landing the same batch twice adds nothi
 ``304 Not Modified`` adds nothing either. The same transaction writes back what the fetcher
 learned about its hosts (robots.txt, adaptive delay) to the ``hosts`` table and each fetched URL's
 revisit interval (:mod:`.revisits`), and
-:func:`latest_validators` gives the next crawl the ETag/Last-Modified for conditional requests.
+:func:`latest_versions` gives the next crawl the ETag/Last-Modified for conditional requests, and
+the content hash that spares the parse of a body the lake has already (see :func:`land_batch`).
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +25,7 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.fetch.politeness import HostRecord
+from crawl_platform.fetch.results import content_hash
 from crawl_platform.frontier.states import BatchOutcome
 from crawl_platform.parse.html import ParsedPage
 from crawl_platform.store.database import CrawlStore
@@ -40,17 +41,6 @@ class LandedBatch:
     snapshot_id: int | None = None  # the lake snapshot the batch's transaction committed
 
 
-def content_hash(result: FetchResult) -> str:
-    """sha256 of what a page *is* for versioning: its status and body, or the kind of failure."""
-    digest = hashlib.sha256()
-    if result.status is None:
-        digest.update(b"error\n" + (result.error or "").split(":", 1)[0].encode())
-    else:
-        digest.update(f"{result.status}\n".encode())
-        digest.update(result.body)
-    return digest.hexdigest()
-
-
 def outcome_of(result: FetchResult | None) -> BatchOutcome:
     """How a batch item ends (``batch_items.outcome``): ``skipped`` when the run did not fetch it."""
     if result is None:
@@ -62,19 +52,28 @@ def outcome_of(result: FetchResult | None) -> BatchOutcome:
     return BatchOutcome.FETCHED  # a 304 too: the crawl has the page, in its latest version
 
 
-def latest_validators(con: Any, urls: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-    """(ETag, Last-Modified) of each URL's latest version, for URLs whose latest version is a 200
-    that sent one of them: what a recrawl puts in If-None-Match / If-Modified-Since."""
+@dataclass(frozen=True)
+class LatestVersion:
+    """What a recrawl of a URL takes from its latest stored version."""
+
+    content_hash: str | None  # a response with this hash lands no new version: it need not be parsed
+    etag: str | None  # the validators of a 200 that sent them, for If-None-Match / If-Modified-Since
+    last_modified: str | None
+
+
+def latest_versions(con: Any, urls: Sequence[str]) -> dict[str, LatestVersion]:
+    """The latest version of each of ``urls`` the lake has (one query). Its validators only for a
+    200: a 304 to a conditional request would keep an error as the page's latest version."""
     if not urls:
         return {}
     con.register("wanted_urls", pa.table({"url": list(urls)}))
     rows = con.execute(
-        """SELECT url, etag, last_modified, status FROM pages WHERE url IN (SELECT url FROM wanted_urls)
+        """SELECT url, content_hash, etag, last_modified, status FROM pages WHERE url IN (SELECT url FROM wanted_urls)
            QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1"""
     ).fetchall()
     con.unregister("wanted_urls")
-    return {url: (etag, modified) for url, etag, modified, status in rows
-            if status == 200 and (etag or modified)}
+    return {url: LatestVersion(digest, *((etag, modified) if status == 200 else (None, None)))
+            for url, digest, etag, modified, status in rows}
 
 
 def main_content_columns(parsed: Sequence[ParsedPage]) -> dict[str, pa.Array]:
@@ -98,12 +97,17 @@ def land_batch(
     hosts: Sequence[HostRecord] = (),
     archived: Mapping[str, RecordPointer] | None = None,
     revisit: RevisitPolicy = DEFAULT_REVISITS,
+    unchanged: Mapping[str, Callable[[], ParsedPage]] | None = None,
 ) -> LandedBatch:
     """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
 
     ``hosts`` are what the fetcher learned about the batch's hosts (``Fetcher.host_records``);
     ``archived`` is where each URL's response was archived (``pages.warc_*``, NULL without one).
     ``revisit`` is the adaptive revisit schedule the fetched URLs' intervals follow.
+    ``unchanged`` are the pages left unparsed because their body was their latest version's
+    (:attr:`~crawl_platform.fetch.results.FetchRequest.known_hash`), each with its parse: they
+    land no new version, unless another batch landed the URL since this one was read, and then
+    they are parsed here, in the transaction, so no version lands without its document.
     """
     pointers = archived or {}
     crawl_of: dict[str, str] = {}
@@ -111,38 +115,8 @@ def land_batch(
         crawl_of.setdefault(item.url, item.crawl_id)
     landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
     hashes = {r.url: content_hash(r) for r in landable}
-    pages = pa.table({
-        "url": pa.array([r.url for r in landable], pa.string()),
-        "crawl_id": pa.array([crawl_of[r.url] for r in landable], pa.string()),
-        "status": pa.array([r.status for r in landable], pa.int32()),
-        "fetched_at": pa.array([r.fetched_at for r in landable], pa.timestamp("us")),
-        "content_hash": pa.array([hashes[r.url] for r in landable], pa.string()),
-        "content_type": pa.array([r.content_type for r in landable], pa.string()),
-        "final_url": pa.array([r.final_url for r in landable], pa.string()),
-        "error": pa.array([r.error for r in landable], pa.string()),
-        "content_length": pa.array([len(r.body) for r in landable], pa.int64()),
-        "elapsed_ms": pa.array([r.elapsed_ms for r in landable], pa.float64()),
-        "etag": pa.array([r.etag for r in landable], pa.string()),
-        "last_modified": pa.array([r.last_modified for r in landable], pa.string()),
-        "redirect_chain": pa.array([list(r.redirect_chain) for r in landable], pa.list_(pa.string())),
-        "charset": pa.array([p.charset if (p := parsed.get(r.url)) else None for r in landable], pa.string()),
-        "warc_file": pa.array([w.warc_file if (w := pointers.get(r.url)) else None for r in landable], pa.string()),
-        "warc_offset": pa.array([w.offset if (w := pointers.get(r.url)) else None for r in landable], pa.int64()),
-        "warc_length": pa.array([w.length if (w := pointers.get(r.url)) else None for r in landable], pa.int64()),
-    })
-    # Typed columns throughout: an empty batch must not hand the SQL null-typed columns.
-    docs = pa.table({
-        "url": pa.array(list(parsed), pa.string()),
-        "title": pa.array([p.title for p in parsed.values()], pa.string()),
-        "text": pa.array([p.text for p in parsed.values()], pa.string()),
-        **main_content_columns(list(parsed.values())),
-    })
-    link_rows = [(url, dst, anchor) for url, page in parsed.items() for dst, anchor in page.links]
-    links = pa.table({
-        "url": pa.array([r[0] for r in link_rows], pa.string()),
-        "dst_url": pa.array([r[1] for r in link_rows], pa.string()),
-        "anchor_text": pa.array([r[2] for r in link_rows], pa.string()),
-    })
+    parsed = dict(parsed)
+    tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
     batch_items = pa.table({
         "crawl_id": pa.array([i.crawl_id for i in items], pa.string()),
         "url": pa.array([i.url for i in items], pa.string()),
@@ -150,6 +124,9 @@ def land_batch(
         "outcome": pa.array([outcome_of(results.get(i.url)) for i in items], pa.string()),
     })
     with store.write() as con:
+        if unchanged and _parse_late(con, unchanged, hashes, parsed):
+            tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
+        pages, docs, links = tables
         con.register("inc_pages", pages)
         # The lake supports no RETURNING: the new versions are computed first, then inserted.
         con.execute(
@@ -212,6 +189,59 @@ def land_batch(
         links=int(n_links[0]) if n_links else 0,
         snapshot_id=store.last_snapshot_id,
     )
+
+
+def _page_tables(landable: list[FetchResult], crawl_of: Mapping[str, str], hashes: Mapping[str, str],
+                 parsed: Mapping[str, ParsedPage], pointers: Mapping[str, RecordPointer],
+                 ) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The batch's rows for ``pages``, ``documents`` and ``links``, before versioning."""
+    pages = pa.table({
+        "url": pa.array([r.url for r in landable], pa.string()),
+        "crawl_id": pa.array([crawl_of[r.url] for r in landable], pa.string()),
+        "status": pa.array([r.status for r in landable], pa.int32()),
+        "fetched_at": pa.array([r.fetched_at for r in landable], pa.timestamp("us")),
+        "content_hash": pa.array([hashes[r.url] for r in landable], pa.string()),
+        "content_type": pa.array([r.content_type for r in landable], pa.string()),
+        "final_url": pa.array([r.final_url for r in landable], pa.string()),
+        "error": pa.array([r.error for r in landable], pa.string()),
+        "content_length": pa.array([len(r.body) for r in landable], pa.int64()),
+        "elapsed_ms": pa.array([r.elapsed_ms for r in landable], pa.float64()),
+        "etag": pa.array([r.etag for r in landable], pa.string()),
+        "last_modified": pa.array([r.last_modified for r in landable], pa.string()),
+        "redirect_chain": pa.array([list(r.redirect_chain) for r in landable], pa.list_(pa.string())),
+        "charset": pa.array([p.charset if (p := parsed.get(r.url)) else None for r in landable], pa.string()),
+        "warc_file": pa.array([w.warc_file if (w := pointers.get(r.url)) else None for r in landable], pa.string()),
+        "warc_offset": pa.array([w.offset if (w := pointers.get(r.url)) else None for r in landable], pa.int64()),
+        "warc_length": pa.array([w.length if (w := pointers.get(r.url)) else None for r in landable], pa.int64()),
+    })
+    # Typed columns throughout: an empty batch must not hand the SQL null-typed columns.
+    docs = pa.table({
+        "url": pa.array(list(parsed), pa.string()),
+        "title": pa.array([p.title for p in parsed.values()], pa.string()),
+        "text": pa.array([p.text for p in parsed.values()], pa.string()),
+        **main_content_columns(list(parsed.values())),
+    })
+    link_rows = [(url, dst, anchor) for url, page in parsed.items() for dst, anchor in page.links]
+    links = pa.table({
+        "url": pa.array([r[0] for r in link_rows], pa.string()),
+        "dst_url": pa.array([r[1] for r in link_rows], pa.string()),
+        "anchor_text": pa.array([r[2] for r in link_rows], pa.string()),
+    })
+    return pages, docs, links
+
+
+def _parse_late(con: Any, unchanged: Mapping[str, Callable[[], ParsedPage]], hashes: Mapping[str, str],
+                parsed: dict[str, ParsedPage]) -> bool:
+    """Parse, into ``parsed``, the pages left unparsed as unchanged whose latest version is no
+    longer their content (another batch landed the URL since this one was read); True if any was."""
+    wanted = [url for url in unchanged if url in hashes and url not in parsed]
+    if not wanted:
+        return False
+    latest = latest_versions(con, wanted)
+    late = [url for url in wanted if (v := latest.get(url)) is None or v.content_hash != hashes[url]]
+    for url in late:
+        parsed[url] = unchanged[url]()
+    return bool(late)
 
 
 def _record_ranges(con: Any, batch_id: str) -> None:

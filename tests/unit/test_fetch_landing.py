@@ -13,9 +13,9 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.retry import RetryPolicy
-from crawl_platform.parse.html import parse_html
+from crawl_platform.parse.html import ParsedPage, parse_html
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import land_batch, latest_validators
+from crawl_platform.store.landing import LatestVersion, land_batch, latest_versions
 from crawl_platform.store.location import LakeLocation
 from tests.sites import dead_port
 from tests.sites.hostile import CP1251_TEXT, GB18030_TEXT, html_page
@@ -117,13 +117,49 @@ def test_what_the_fetcher_learned_about_the_host_lands_with_the_batch(hostile, d
 def test_validators_come_from_the_latest_version_only(hostile, db):
     url, never_landed = hostile.url("/etag"), hostile.url("/never-landed")
     _land(db, loopback_fetcher(**LANDING), [url])
-    ((modified,),) = db.query("SELECT last_modified FROM pages")
+    ((modified, digest),) = db.query("SELECT last_modified, content_hash FROM pages")
     with db.read() as con:
-        assert latest_validators(con, [url, never_landed]) == {url: ('"v1"', modified)}
+        assert latest_versions(con, [url, never_landed]) == {url: LatestVersion(digest, '"v1"', modified)}
     # A later version that is an error must not be asked for conditionally: a 304 would keep the
     # error as the page's latest version.
     now = datetime.now(UTC).replace(tzinfo=None)
     failed = FetchResult(url, url, None, None, b"", "ConnectionError: reset", now, 1.0)
     land_batch(db, "b2", [FrontierURL("c1", url, 0)], {url: failed}, {})
+    ((error_digest,),) = db.query("SELECT content_hash FROM pages WHERE version = 2")
     with db.read() as con:
-        assert latest_validators(con, [url]) == {}
+        assert latest_versions(con, [url]) == {url: LatestVersion(error_digest, None, None)}
+
+
+def _page(url: str, body: bytes) -> FetchResult:
+    return FetchResult(url, url, 200, "text/html", body, None, datetime.now(UTC).replace(tzinfo=None), 1.0)
+
+
+def test_an_unchanged_page_left_unparsed_lands_nothing_and_is_not_parsed(db):
+    url = "http://127.0.0.1:9/a"
+    first = _page(url, html_page("A", "/b"))
+    land_batch(db, "b1", [FrontierURL("c1", url, 0)], {url: first}, {url: parse_html(first.body, url)})
+
+    def must_not_parse() -> ParsedPage:
+        raise AssertionError("an unchanged page was parsed")
+
+    again = _page(url, html_page("A", "/b"))
+    landed = land_batch(db, "b2", [FrontierURL("c2", url, 0)], {url: again}, {}, unchanged={url: must_not_parse})
+    assert (landed.new_versions, landed.documents) == (0, 0)
+    assert db.query("SELECT version, title FROM pages JOIN documents USING (url, version)") == [(1, "A")]
+
+
+def test_an_unchanged_page_is_parsed_at_landing_when_another_batch_landed_its_url_meanwhile(db):
+    url = "http://127.0.0.1:9/a"
+    first, other = _page(url, html_page("A", "/b")), _page(url, html_page("Other", "/c"))
+    land_batch(db, "b1", [FrontierURL("c1", url, 0)], {url: first}, {url: parse_html(first.body, url)})
+    # A batch reads version 1 and fetches the same body again, so leaves it unparsed; before it
+    # lands, another crawl lands a different body as version 2.
+    land_batch(db, "b2", [FrontierURL("c2", url, 0)], {url: other}, {url: parse_html(other.body, url)})
+    late = _page(url, first.body)
+    landed = land_batch(db, "b3", [FrontierURL("c1", url, 0)], {url: late}, {},
+                        unchanged={url: lambda: parse_html(late.body, url)})
+    assert (landed.new_versions, landed.documents, landed.links) == (1, 1, 1)
+    rows = db.query("SELECT version, charset, title FROM pages JOIN documents USING (url, version) ORDER BY version")
+    assert rows == [
+        (1, "utf-8", "A"), (2, "utf-8", "Other"), (3, "utf-8", "A")]
+    assert db.query("SELECT dst_url FROM links WHERE src_version = 3") == [("http://127.0.0.1:9/b",)]

@@ -96,3 +96,15 @@ def test_a_path_that_repeats_itself_is_cut_off(crawl, store, hostile):
     crawl.run("repeats", hostile.url("/loop-path/x/"), max_depth=50)
     landed = sorted(r[0] for r in store.query("SELECT url FROM pages"))
     assert landed == [hostile.url("/loop-path/x/"), hostile.url("/loop-path/x/x/")]
+
+
+def test_a_recrawl_does_not_parse_a_body_the_lake_has_and_still_follows_its_links(crawl, store, hostile):
+    # /page/<n> sends no validators: the recrawl gets full answers, the bodies the lake has.
+    crawl.run("first", hostile.url("/page/1"), max_depth=1)
+    reports = crawl.run("second", hostile.url("/page/1"), max_depth=1)
+    assert sum(r.unchanged for r in reports) == 2  # neither page parsed again
+    assert sum(r.new_versions for r in reports) == 0
+    # /page/2 was reached from the links of /page/1's stored version.
+    assert sorted(store.query("SELECT url, state FROM frontier WHERE crawl_id = 'second'")) == [
+        (hostile.url("/page/1"), "fetched"), (hostile.url("/page/2"), "fetched")]
+    assert store.query("SELECT count(*) FROM documents") == [(2,)]
