@@ -56,14 +56,16 @@ def docs_expected_urls(root: Path, base_url: str) -> set[str]:
 
 
 @contextlib.contextmanager
-def serve_docs(workdir: Path, root: Path = DOCS_ROOT) -> Iterator[ServedSite]:
+def serve_docs(workdir: Path, root: Path = DOCS_ROOT, validators: bool = True) -> Iterator[ServedSite]:
     """A real site nobody here wrote, served by nginx: the Python 3.11 documentation from Debian's
-    ``python3.11-doc`` (``apt-get install python3.11-doc``), read-only where it is installed."""
+    ``python3.11-doc`` (``apt-get install python3.11-doc``), read-only where it is installed.
+    ``validators=False``: no ETag, and conditional requests are ignored (always a full answer)."""
     if not (root / "index.html").is_file():
         raise RuntimeError(f"{root} is missing: apt-get install python3.11-doc")
     if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
         raise RuntimeError("the docs site needs nginx (apt-get install nginx-light)")
-    server = NginxServer(root, workdir / "nginx").start()
+    extra = "" if validators else "        etag off;\n        if_modified_since off;"
+    server = NginxServer(root, workdir / "nginx", server_extra=extra).start()
     try:
         expected = docs_expected_urls(root, server.base_url)
         size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())

@@ -177,8 +177,9 @@ class NginxServer:
     """nginx in the foreground (`daemon off`) on 127.0.0.1:<port>, as `nobody` when we are root."""
 
     def __init__(self, root: Path, runtime: Path, port: int | None = None, workers: int = 1,
-                 addresses: tuple[str, ...] = ("127.0.0.1",)) -> None:
+                 addresses: tuple[str, ...] = ("127.0.0.1",), server_extra: str = "") -> None:
         self.root, self.runtime, self.port = root, runtime, port or free_port()
+        self.server_extra = server_extra  # directives added to the server block
         self.workers, self.addresses = workers, addresses
         self.base_url = f"http://{addresses[0]}:{self.port}"
         self.access_log = runtime / "access.log"
@@ -191,7 +192,8 @@ class NginxServer:
         text = NGINX_TEMPLATE.read_text()
         listen = "\n".join(f"        listen {address}:{self.port};" for address in self.addresses)
         for key, value in {"workers": self.workers, "runtime": self.runtime, "root": self.root,
-                           "listen": listen, "access_log": self.access_log}.items():
+                           "listen": listen, "access_log": self.access_log,
+                           "server_extra": self.server_extra}.items():
             text = text.replace(f"@{key}@", str(value))
         conf.write_text(text)
         user: str | None = None
