@@ -30,6 +30,13 @@ With `--docs` the site is a real one nobody here wrote: Debian's Python 3.11 doc
 where it is installed; the pages to land are a BFS over its files' links (`static_site.py`):
 
     .venv/bin/python benchmarks/compare.py --docs
+
+With `--recrawl` (Dagster mode) the same stack crawls the site a second time under another crawl
+id, on the same lake, and a note gives that pass's wall time, CPU and new versions; with
+`--no-validators` nginx sends no ETag and answers conditional requests in full, as many dynamic
+servers do, so the recrawl gets every body again:
+
+    .venv/bin/python benchmarks/compare.py --docs --no-validators --recrawl --scrapy-concurrency
 """
 
 from __future__ import annotations
@@ -90,6 +97,11 @@ def main() -> int:
                              "0, the default: --max-concurrent-runs)")
     parser.add_argument("--reader", action="store_true",
                         help="also crawl with the platform while a notebook (a read-only DuckDB) holds the lake open")
+    parser.add_argument("--recrawl", action="store_true",
+                        help="with --mode dagster: crawl the site once more under another crawl id, on the same "
+                             "stack and lake, and note what that pass cost")
+    parser.add_argument("--no-validators", action="store_true",
+                        help="nginx sends no ETag and ignores conditional requests (docs and generated site)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (site, logs, DuckDB)")
     args = parser.parse_args()
@@ -107,9 +119,10 @@ def main() -> int:
     profiles: dict[str, RunProfile] = {}
     engine_split: dict[str, float] = {}
     try:
-        served = (serve_docs(workdir) if args.docs
+        validators = not args.no_validators
+        served = (serve_docs(workdir, validators=validators) if args.docs
                   else serve_hosts(args.hosts, args.pages_per_host, workdir) if args.hosts
-                  else serve_site(args.pages, workdir))
+                  else serve_site(args.pages, workdir, validators=validators))
         with served as site:
             shape = ("the Python 3.11 documentation" if args.docs
                      else f"{args.hosts} hosts x ({args.pages_per_host} articles + home)" if args.hosts
@@ -124,7 +137,8 @@ def main() -> int:
             for mode in modes:
                 print(f"crawling with the platform ({mode}) ...", flush=True)
                 result = crawl_with_platform(site, workdir / f"platform-{mode}", mode, args.batch_size,
-                                             args.host_delay_ms, args.max_concurrent_runs, args.platform_timeout)
+                                             args.host_delay_ms, args.max_concurrent_runs, args.platform_timeout,
+                                             recrawl=args.recrawl and mode == "dagster")
                 results.append(result)
                 _print_row(result)
                 if mode == "dagster" and args.reader:

@@ -166,7 +166,8 @@ def wait_daemon_ready(log: Path, processes: DagsterProcesses, timeout_s: float) 
 
 
 def crawl_with_platform(site: ServedSite, workdir: Path, mode: str, batch_size: int, host_delay_ms: int,
-                        max_concurrent_runs: int, timeout_s: float, reader: bool = False) -> CrawlResult:
+                        max_concurrent_runs: int, timeout_s: float, reader: bool = False,
+                        recrawl: bool = False) -> CrawlResult:
     workdir.mkdir(parents=True)
     result = CrawlResult(f"platform ({mode}{', a reader holding the lake' if reader else ''})", len(site.expected),
                          workdir=workdir)
@@ -179,7 +180,8 @@ def crawl_with_platform(site: ServedSite, workdir: Path, mode: str, batch_size: 
         if mode == "engine":
             _engine(result, measured, env, site, store, workdir, timeout_s)
         else:
-            _dagster(result, measured, env, site, store, settings, workdir, max_concurrent_runs, timeout_s, reader)
+            _dagster(result, measured, env, site, store, settings, workdir, max_concurrent_runs, timeout_s, reader,
+                     recrawl)
         # Rows of pages that exist: a link to a file the site lacks (the Python docs link
         # whatsnew/changelog.html, which Debian's python3.11-doc does not ship) lands as its 404,
         # which Scrapy drops, and is no page of the site.
@@ -236,7 +238,7 @@ def _lake_reader(settings: Settings, workdir: Path, exclude: set[int]) -> tuple[
 
 def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site: ServedSite, store: CrawlStore,
              settings: Settings, workdir: Path, max_concurrent_runs: int, timeout_s: float,
-             reader: bool = False) -> None:
+             reader: bool = False, recrawl: bool = False) -> None:
     write_instance_yaml(settings.dagster_home, max_concurrent_runs=max_concurrent_runs,
                         partitions=settings.topic_partitions, writer_pool_limit=WRITER_POOL_LIMIT or None)
     create_lake(settings)  # as `crawl-platform up` does before Dagster starts
@@ -271,6 +273,8 @@ def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site
             result.completed = proc.returncode == 0
             if not result.completed:
                 result.notes.append(f"`crawl --wait` exited {proc.returncode} (time limit {timeout_s:.0f} s)")
+        if recrawl and result.completed:
+            _recrawl(result, measured.exclude, env, site, store, workdir, timeout_s)
         if notebook is not None:
             reader_proc, stop, out = notebook
             stop.touch()
@@ -281,6 +285,27 @@ def _dagster(result: CrawlResult, measured: _Measured, env: dict[str, str], site
                                 f"reads, {result.reader_errors} failed")
     finally:
         dagster.stop()
+
+
+def _recrawl(result: CrawlResult, exclude: set[int], env: dict[str, str], site: ServedSite, store: CrawlStore,
+             workdir: Path, timeout_s: float) -> None:
+    """The same site again under another crawl id, on the same warm stack and lake (``compare.py
+    --recrawl``): a note with its wall time, the platform's CPU, and the new versions it landed."""
+    crawl_id = CRAWL_ID + "-again"
+    window = CpuWindow(exclude)
+    with (workdir / "cli-recrawl.log").open("wb") as log:
+        window.start()
+        started = time.monotonic()
+        argv = [sys.executable, "-m", "crawl_platform.cli.main", "crawl", *site.seed_urls, "--crawl-id", crawl_id,
+                "--max-pages", str(10**7), "--max-depth", "100", "--wait", "--timeout", str(int(timeout_s))]
+        code = subprocess.run(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+        wall = time.monotonic() - started
+        window.stop()
+    ((fetched,),) = store.query("SELECT count(*) FROM frontier WHERE crawl_id = ? AND state = 'fetched'", [crawl_id])
+    ((new,),) = store.query("SELECT count(*) FROM pages WHERE crawl_id = ?", [crawl_id])
+    result.notes.append(f"recrawl as {crawl_id!r}{'' if code == 0 else f' (exited {code})'}: {fetched} pages in "
+                        f"{wall:.1f} s, CPU {window.seconds:.1f} s ({1000 * window.seconds / max(fetched, 1):.1f} ms "
+                        f"a page), {new} new versions")
 
 
 def crawl_with_scrapy(site: ServedSite, workdir: Path, concurrency: int, timeout_s: float,

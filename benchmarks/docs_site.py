@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
-from static_site import NginxServer, ServedSite
+from static_site import NO_VALIDATORS, NginxServer, ServedSite
 
 from crawl_platform.urls import canonicalize
 
@@ -64,8 +64,7 @@ def serve_docs(workdir: Path, root: Path = DOCS_ROOT, validators: bool = True) -
         raise RuntimeError(f"{root} is missing: apt-get install python3.11-doc")
     if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
         raise RuntimeError("the docs site needs nginx (apt-get install nginx-light)")
-    extra = "" if validators else "        etag off;\n        if_modified_since off;"
-    server = NginxServer(root, workdir / "nginx", server_extra=extra).start()
+    server = NginxServer(root, workdir / "nginx", server_extra="" if validators else NO_VALIDATORS).start()
     try:
         expected = docs_expected_urls(root, server.base_url)
         size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())

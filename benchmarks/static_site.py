@@ -173,6 +173,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+NO_VALIDATORS = "        etag off;\n        if_modified_since off;"
+"""nginx directives for a server that ignores validators: no ETag, and a full answer to every
+conditional request (``NginxServer(server_extra=...)``; ``compare.py --no-validators``)."""
+
+
 class NginxServer:
     """nginx in the foreground (`daemon off`) on 127.0.0.1:<port>, as `nobody` when we are root."""
 
@@ -290,13 +295,14 @@ class ServedSite:
 
 
 @contextlib.contextmanager
-def serve_site(n_pages: int, workdir: Path, seed: int = 1) -> Iterator[ServedSite]:
-    """Generate and serve the site; nginx when installed, else the project's demo_site server."""
+def serve_site(n_pages: int, workdir: Path, seed: int = 1, validators: bool = True) -> Iterator[ServedSite]:
+    """Generate and serve the site; nginx when installed, else the project's demo_site server.
+    ``validators=False``: nginx sends no ETag and ignores conditional requests."""
     if shutil.which("nginx") or Path("/usr/sbin/nginx").exists():
         site = StaticSite(n_pages, seed)
         root = workdir / "site"
         written = site.write(root)
-        server = NginxServer(root, workdir / "nginx").start()
+        server = NginxServer(root, workdir / "nginx", server_extra="" if validators else NO_VALIDATORS).start()
         try:
             yield ServedSite(server.base_url, site.expected_urls(server.base_url), "nginx", server, written)
         finally:
