@@ -244,7 +244,7 @@ class BatchLander:
         clock = time.perf_counter()
         landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived,
                             self.revisit, unchanged)
-        report.unchanged += len(unchanged)
+        report.unchanged += len(unchanged) - landed.parsed_late
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, prepared.items, results, landed)
         return report

@@ -39,6 +39,7 @@ class LandedBatch:
     documents: int
     links: int
     snapshot_id: int | None = None  # the lake snapshot the batch's transaction committed
+    parsed_late: int = 0  # unchanged pages parsed here after all: another batch had landed their URL
 
 
 def outcome_of(result: FetchResult | None) -> BatchOutcome:
@@ -123,8 +124,9 @@ def land_batch(
         "depth": pa.array([i.depth for i in items], pa.int32()),
         "outcome": pa.array([outcome_of(results.get(i.url)) for i in items], pa.string()),
     })
+    late = 0
     with store.write() as con:
-        if unchanged and _parse_late(con, unchanged, hashes, parsed):
+        if unchanged and (late := _parse_late(con, unchanged, hashes, parsed)):
             tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
         pages, docs, links = tables
         con.register("inc_pages", pages)
@@ -188,6 +190,7 @@ def land_batch(
         documents=int(n_docs[0]) if n_docs else 0,
         links=int(n_links[0]) if n_links else 0,
         snapshot_id=store.last_snapshot_id,
+        parsed_late=late,
     )
 
 
@@ -231,17 +234,17 @@ def _page_tables(landable: list[FetchResult], crawl_of: Mapping[str, str], hashe
 
 
 def _parse_late(con: Any, unchanged: Mapping[str, Callable[[], ParsedPage]], hashes: Mapping[str, str],
-                parsed: dict[str, ParsedPage]) -> bool:
+                parsed: dict[str, ParsedPage]) -> int:
     """Parse, into ``parsed``, the pages left unparsed as unchanged whose latest version is no
-    longer their content (another batch landed the URL since this one was read); True if any was."""
+    longer their content (another batch landed the URL since this one was read); how many."""
     wanted = [url for url in unchanged if url in hashes and url not in parsed]
     if not wanted:
-        return False
+        return 0
     latest = latest_versions(con, wanted)
     late = [url for url in wanted if (v := latest.get(url)) is None or v.content_hash != hashes[url]]
     for url in late:
         parsed[url] = unchanged[url]()
-    return bool(late)
+    return len(late)
 
 
 def _record_ranges(con: Any, batch_id: str) -> None:

@@ -144,7 +144,7 @@ def test_an_unchanged_page_left_unparsed_lands_nothing_and_is_not_parsed(db):
 
     again = _page(url, html_page("A", "/b"))
     landed = land_batch(db, "b2", [FrontierURL("c2", url, 0)], {url: again}, {}, unchanged={url: must_not_parse})
-    assert (landed.new_versions, landed.documents) == (0, 0)
+    assert (landed.new_versions, landed.documents, landed.parsed_late) == (0, 0, 0)
     assert db.query("SELECT version, title FROM pages JOIN documents USING (url, version)") == [(1, "A")]
 
 
@@ -158,7 +158,7 @@ def test_an_unchanged_page_is_parsed_at_landing_when_another_batch_landed_its_ur
     late = _page(url, first.body)
     landed = land_batch(db, "b3", [FrontierURL("c1", url, 0)], {url: late}, {},
                         unchanged={url: lambda: parse_html(late.body, url)})
-    assert (landed.new_versions, landed.documents, landed.links) == (1, 1, 1)
+    assert (landed.new_versions, landed.documents, landed.links, landed.parsed_late) == (1, 1, 1, 1)
     rows = db.query("SELECT version, charset, title FROM pages JOIN documents USING (url, version) ORDER BY version")
     assert rows == [
         (1, "utf-8", "A"), (2, "utf-8", "Other"), (3, "utf-8", "A")]
