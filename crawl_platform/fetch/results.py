@@ -3,6 +3,7 @@ per URL in, one :class:`FetchResult` per URL out (with the redirects answered on
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ class FetchRequest:
     accept_any: bool = False  # read a body of any content type (sitemaps), not just the allow-list
     host_delay_s: float | None = None  # the crawl's own gap per host (None: the fetcher's), clamped
     host_concurrency: int = 0  # the crawl's own requests in flight per host (0: the fetcher's), clamped
-    # content_hash() of the latest stored version: a response with this hash is the page the lake
+    # FetchResult.content_hash of the latest stored version: a response with this hash is the page the lake
     # has already (its parse would land nothing), so it is not parsed again.
     known_hash: str | None = None
 
@@ -80,14 +81,16 @@ class FetchResult:
             return self.body[:1024].lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
         return media in HTML_TYPES
 
+    @functools.cached_property
+    def content_hash(self) -> str:
+        """sha256 of what the page *is* for versioning: its status and body, or the kind of failure
+        (``pages.content_hash``; a URL gets a new version only when it differs from its latest).
+        Computed once: the fetch step compares it with the latest version's, landing stores it."""
+        digest = hashlib.sha256()
+        if self.status is None:
+            digest.update(b"error\n" + (self.error or "").split(":", 1)[0].encode())
+        else:
+            digest.update(f"{self.status}\n".encode())
+            digest.update(self.body)
+        return digest.hexdigest()
 
-def content_hash(result: FetchResult) -> str:
-    """sha256 of what a page *is* for versioning: its status and body, or the kind of failure
-    (``pages.content_hash``; a URL gets a new version only when it differs from its latest)."""
-    digest = hashlib.sha256()
-    if result.status is None:
-        digest.update(b"error\n" + (result.error or "").split(":", 1)[0].encode())
-    else:
-        digest.update(f"{result.status}\n".encode())
-        digest.update(result.body)
-    return digest.hexdigest()

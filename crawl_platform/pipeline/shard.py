@@ -13,7 +13,6 @@ from pathlib import Path
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
-from crawl_platform.fetch.results import content_hash
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine, parse_html
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
 
@@ -80,7 +79,7 @@ class ShardFetcher:
                        main_content=self.main_content) as pool:
 
             def parse(result: FetchResult) -> None:  # on the fetch threads
-                if known and result.is_html and known.get(result.url) == content_hash(result):
+                if known and result.is_html and known.get(result.url) == result.content_hash:
                     unchanged.add(result.url)  # the page the lake has: a parse would land nothing
                 else:
                     pool.add(result)

@@ -25,7 +25,6 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.fetch.politeness import HostRecord
-from crawl_platform.fetch.results import content_hash
 from crawl_platform.frontier.states import BatchOutcome
 from crawl_platform.parse.html import ParsedPage
 from crawl_platform.store.database import CrawlStore
@@ -115,7 +114,7 @@ def land_batch(
     for item in items:
         crawl_of.setdefault(item.url, item.crawl_id)
     landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
-    hashes = {r.url: content_hash(r) for r in landable}
+    hashes = {r.url: r.content_hash for r in landable}
     parsed = dict(parsed)
     tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
     batch_items = pa.table({
