@@ -17,7 +17,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -116,8 +118,9 @@ class DagsterProcesses:
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         self.log_starts[name] = log.tell()  # the log is appended to: what this start wrote comes after
-        self.processes[name] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True)
+        with _children_take_sigint():
+            self.processes[name] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                                    start_new_session=True)
 
     def wait_webserver(self, timeout_s: float = 90.0) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -174,6 +177,30 @@ class DagsterProcesses:
             for pid in instance_processes(home):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _children_take_sigint() -> Iterator[None]:
+    """Processes started inside this block get SIGINT's default action, even where this process
+    ignores it. A command put in the background by a non-interactive shell (``nohup
+    crawl-platform up &`` in a script) starts with SIGINT ignored, and its children inherit that;
+    Dagster maps SIGTERM to whatever SIGINT does (``setup_interrupt_handlers``), so the code
+    server and every forked run ignored SIGTERM too: a stop waited :data:`STOP_GRACE_S` and
+    killed the code server, and a run could not be terminated. A signal a process catches is
+    reset to its default action in a new program, so this process catches SIGINT, doing
+    nothing, while it starts them: it still ignores SIGINT, and they do not."""
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.signal(signal.SIGINT, _ignore)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _ignore(signum: int, frame: FrameType | None) -> None:
+    """A SIGINT that comes while :func:`_children_take_sigint` starts a process: ignored, as before."""
 
 
 # Code servers, run workers (the fork server of crawl_platform_dagster/launcher.py and its forked

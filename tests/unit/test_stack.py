@@ -75,3 +75,34 @@ def test_up_refuses_an_existing_frontier_topic_larger_than_the_setting(settings,
         f"crawl-platform: {home / 'dagster.yaml'} limits frontier partitions 0, 1, 2, 3 to one run at a time, "
         "but the frontier topic has 6: add tag_concurrency_limits entries crawl/frontier_p4 … "
         "crawl/frontier_p5 with limit 1, or delete the file to have it written anew\n")
+
+
+# Started with SIGINT ignored, as a non-interactive shell starts `crawl-platform up &`: the stack
+# stops a child that, like Dagster's code server and runs, maps SIGTERM to SIGINT's handler.
+BACKGROUND_STACK = """
+import signal, sys, time
+from pathlib import Path
+from crawl_platform_dagster.stack import DagsterProcesses
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+logs = Path(sys.argv[1])
+stack = DagsterProcesses({"DAGSTER_HOME": str(logs / "home")}, logs)
+logs.mkdir()
+stack._spawn("code-server", [sys.executable, "-c", "from dagster._utils.interrupts import setup_interrupt_handlers\\n"
+                             "setup_interrupt_handlers(); print('serving', flush=True)\\nimport time; time.sleep(60)"])
+while b"serving" not in (logs / "code-server.log").read_bytes():
+    time.sleep(0.05)
+started = time.monotonic()
+stack.stop(grace_s=20)
+print(f"stopped in {time.monotonic() - started:.1f} s; SIGINT here {signal.getsignal(signal.SIGINT)!r}")
+"""
+
+
+def test_a_stack_started_with_sigint_ignored_still_stops_its_dagster_processes_with_sigterm(tmp_path):
+    done = subprocess.run([sys.executable, "-c", BACKGROUND_STACK, str(tmp_path / "logs")],
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "did not stop" not in done.stderr
+    seconds = float(done.stdout.split("stopped in ")[1].split(" s")[0])
+    assert seconds < 10, done.stdout  # SIGTERM ended it: no wait for the 20 s grace and a SIGKILL
+    assert "Handlers.SIG_IGN" in done.stdout  # the stack's own process still ignores SIGINT
+    assert "KeyboardInterrupt" in (tmp_path / "logs" / "code-server.log").read_text()
