@@ -184,9 +184,9 @@ def _children_take_sigint() -> Iterator[None]:
     """Processes started inside this block get SIGINT's default action, even where this process
     ignores it. A command put in the background by a non-interactive shell (``nohup
     crawl-platform up &`` in a script) starts with SIGINT ignored, and its children inherit that;
-    Dagster maps SIGTERM to whatever SIGINT does (``setup_interrupt_handlers``), so the code
-    server and every forked run ignored SIGTERM too: a stop waited :data:`STOP_GRACE_S` and
-    killed the code server, and a run could not be terminated. A signal a process catches is
+    Dagster's code server maps SIGTERM to whatever SIGINT does (``setup_interrupt_handlers``), so
+    it ignored SIGTERM too: a stop waited :data:`STOP_GRACE_S` and killed it. (Runs install
+    their own SIGINT handler, so they could be terminated either way.) A signal a process catches is
     reset to its default action in a new program, so this process catches SIGINT, doing
     nothing, while it starts them: it still ignores SIGINT, and they do not."""
     if signal.getsignal(signal.SIGINT) != signal.SIG_IGN or threading.current_thread() is not threading.main_thread():

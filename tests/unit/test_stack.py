@@ -78,7 +78,7 @@ def test_up_refuses_an_existing_frontier_topic_larger_than_the_setting(settings,
 
 
 # Started with SIGINT ignored, as a non-interactive shell starts `crawl-platform up &`: the stack
-# stops a child that, like Dagster's code server and runs, maps SIGTERM to SIGINT's handler.
+# stops a child that, like Dagster's code server, maps SIGTERM to SIGINT's handler.
 BACKGROUND_STACK = """
 import signal, sys, time
 from pathlib import Path
