@@ -13,9 +13,11 @@ the orchestrator; the installed ``crawl-platform`` script is that module's ``mai
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.abc
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -169,7 +171,8 @@ def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command
     try:
         if args.command in extra:
             return extra[args.command].run(settings, args)
-        return _dispatch(settings, args)
+        with _without_pandas(args.command in _NO_PANDAS_COMMANDS):
+            return _dispatch(settings, args)
     except (BusError, StoreBusyError, BrokerStartError, StoreUnavailableError, QueryError,
             TransferFailedError) as exc:
         return fail(str(exc), EXIT_UNAVAILABLE)
@@ -177,6 +180,36 @@ def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command
         return fail(str(exc), EXIT_USAGE)
     except KeyboardInterrupt:
         return 130
+
+
+# The commands that never hand DuckDB or pyarrow a pandas object, and never ask for one back.
+_NO_PANDAS_COMMANDS = frozenset({"status", "crawl", "schedule", *ACTIONS})
+
+
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """Answers ``import pandas`` with ModuleNotFoundError, as where pandas is not installed."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+@contextlib.contextmanager
+def _without_pandas(enabled: bool) -> Iterator[None]:
+    """Run a command as if pandas were not installed. DuckDB imports it at a process's first
+    statement with a parameter, and pyarrow at its first array, only to recognise pandas values
+    among the arguments; both go on without it. That import was a quarter of the CPU of a
+    ``crawl --wait`` or ``status`` (0.3 of 1.3 s, docs/benchmarks.md, session 30). Nothing is
+    blocked once pandas is imported (a test process), and the finder goes when the command ends."""
+    if not enabled or "pandas" in sys.modules:
+        yield
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def _dispatch(settings: Settings, args: argparse.Namespace) -> int:

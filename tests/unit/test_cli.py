@@ -117,6 +117,38 @@ def test_good_seed_enqueues_one_crawl_request_with_its_limits(settings, bus):
     assert store.query("SELECT url, depth, state FROM frontier") == [("http://example.com/a", 0, "queued")]
 
 
+_REPORT_PANDAS = ("import sys; from crawl_platform.cli.main import main; code = main(sys.argv[1:]); "
+                  "print('pandas imported:', 'pandas' in sys.modules); sys.exit(code)")
+
+
+def test_crawl_and_status_register_and_read_the_lake_without_importing_pandas(settings, bus):
+    """DuckDB and pyarrow import pandas at a process's first parameter or array, only to recognise
+    pandas values: these commands run as if it were not installed, and still write and read."""
+    base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", _REPORT_PANDAS, *args], env={**base, **settings.to_env()},
+                              cwd=settings.lake_path.parent, capture_output=True, text=True, timeout=60, check=False)
+
+    crawl = cli("crawl", "http://example.com/p", "--crawl-id", "lean", "--max-pages", "5")
+    assert crawl.returncode == 0, crawl.stderr
+    assert crawl.stdout.splitlines() == ["submitted crawl lean (1 seeds)", "pandas imported: False"]
+    status = cli("status", "--crawl-id", "lean")
+    assert status.returncode == 0, status.stderr
+    (row,) = [line for line in status.stdout.splitlines() if "lean" in line]
+    assert row.split("│")[2].strip() == "1"  # pending
+    assert status.stdout.splitlines()[-1] == "pandas imported: False"
+    store = CrawlStore.from_settings(settings)
+    assert store.query("SELECT crawl_id, max_pages FROM crawls") == [("lean", 5)]
+    # Once the command is over, pandas imports as usual (main() called by another program).
+    after = subprocess.run([sys.executable, "-c", "from crawl_platform.cli.main import main; main(['status']); "
+                            "import pandas; print(pandas.DataFrame({'n': [1]}).shape)"],
+                           env={**base, **settings.to_env()}, cwd=settings.lake_path.parent, capture_output=True,
+                           text=True, timeout=60, check=False)
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.splitlines()[-1] == "(1, 1)"
+
+
 def test_scope_flags_travel_with_the_request(settings, bus):
     done = _cli(settings, "crawl", "http://example.com/", "--crawl-id", "flags", "--allow", "/shop/",
                 "--allow", "/blog/", "--deny", r"\.pdf$", "--max-pages-per-host", "9",
