@@ -198,9 +198,10 @@ class _NoPandas(importlib.abc.MetaPathFinder):
 def _without_pandas(enabled: bool) -> Iterator[None]:
     """Run a command as if pandas were not installed. DuckDB imports it at a process's first
     statement with a parameter, and pyarrow at its first array, only to recognise pandas values
-    among the arguments; both go on without it. That import was a quarter of the CPU of a
-    ``crawl --wait`` or ``status`` (0.3 of 1.3 s, docs/benchmarks.md, session 30). Nothing is
-    blocked once pandas is imported (a test process), and the finder goes when the command ends."""
+    among the arguments; both go on without it. That import was a quarter of a profiled
+    ``crawl --wait``'s CPU; beside a docs crawl the command took 1.1 CPU s instead of 1.3
+    (docs/benchmarks.md, session 30). Nothing is blocked once pandas is imported (a test process),
+    and the finder goes when the command ends."""
     if not enabled or "pandas" in sys.modules:
         yield
         return
