@@ -30,9 +30,15 @@ from crawl_platform.store.database import CrawlStore
 
 def _cli(settings: Settings, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
          timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return _python(settings, "-m", "crawl_platform.cli.main", *args, env=env, cwd=cwd, timeout=timeout)
+
+
+def _python(settings: Settings, *argv: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python *argv`` with the settings in its environment, as the CLI runs."""
     base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     return subprocess.run(
-        [sys.executable, "-m", "crawl_platform.cli.main", *args],
+        [sys.executable, *argv],
         env={**base, **settings.to_env(), **(env or {})},
         cwd=cwd or settings.lake_path.parent,
         capture_output=True, text=True, timeout=timeout, check=False,
@@ -124,11 +130,8 @@ _REPORT_PANDAS = ("import sys; from crawl_platform.cli.main import main; code = 
 def test_crawl_and_status_register_and_read_the_lake_without_importing_pandas(settings, bus):
     """DuckDB and pyarrow import pandas at a process's first parameter or array, only to recognise
     pandas values: these commands run as if it were not installed, and still write and read."""
-    base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", _REPORT_PANDAS, *args], env={**base, **settings.to_env()},
-                              cwd=settings.lake_path.parent, capture_output=True, text=True, timeout=60, check=False)
+        return _python(settings, "-c", _REPORT_PANDAS, *args)
 
     crawl = cli("crawl", "http://example.com/p", "--crawl-id", "lean", "--max-pages", "5")
     assert crawl.returncode == 0, crawl.stderr
@@ -141,10 +144,8 @@ def test_crawl_and_status_register_and_read_the_lake_without_importing_pandas(se
     store = CrawlStore.from_settings(settings)
     assert store.query("SELECT crawl_id, max_pages FROM crawls") == [("lean", 5)]
     # Once the command is over, pandas imports as usual (main() called by another program).
-    after = subprocess.run([sys.executable, "-c", "from crawl_platform.cli.main import main; main(['status']); "
-                            "import pandas; print(pandas.DataFrame({'n': [1]}).shape)"],
-                           env={**base, **settings.to_env()}, cwd=settings.lake_path.parent, capture_output=True,
-                           text=True, timeout=60, check=False)
+    after = _python(settings, "-c", "from crawl_platform.cli.main import main; main(['status']); "
+                    "import pandas; print(pandas.DataFrame({'n': [1]}).shape)")
     assert after.returncode == 0, after.stderr
     assert after.stdout.splitlines()[-1] == "(1, 1)"
 
