@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import duckdb
-import pyarrow as pa
 
 from crawl_platform.bus.messages import CrawlRequest, FrontierURL
 from crawl_platform.frontier.schedules import record_schedule
 from crawl_platform.frontier.state_store import URLStateStore, utc_now
 from crawl_platform.frontier.states import BatchOutcome, CrawlState, sql_list, sql_literal
+from crawl_platform.store.bind import bound_rows
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.revisits import drop_not_due, pass_candidates
 from crawl_platform.urls import CrawlScope, canonicalize, host_of
@@ -32,7 +32,7 @@ LINK_OUTCOMES = (BatchOutcome.FETCHED, BatchOutcome.FAILED)
 
 _ACTIVE, _CANCELLED = sql_literal(CrawlState.ACTIVE), sql_literal(CrawlState.CANCELLED)
 
-# Within each crawl's page caps, new (crawl, url) pairs of the registered view ``candidates``,
+# Within each crawl's page caps, new (crawl, url) pairs of the relation ``candidates``,
 # shallowest first per crawl and per host.
 _ADMITTED_SQL = f"""
     SELECT crawl_id, url, depth, host
@@ -153,15 +153,11 @@ class Admission:
         max_pages_per_host; shallower URLs first, so a cap cuts the deepest ones."""
         if not candidates:
             return []
-        table = pa.table({
-            "crawl_id": [c[0] for c in candidates],
-            "url": [c[1] for c in candidates],
-            "depth": pa.array([c[2] for c in candidates], pa.int32()),
-            "host": [host_of(c[1]) for c in candidates],
-        })
-        con.register("candidates", table)
-        admitted = self.states.insert_discovered(con, _ADMITTED_SQL)
-        con.unregister("candidates")
+        with bound_rows(con, "candidates", {"crawl_id": ("VARCHAR", [c[0] for c in candidates]),
+                                            "url": ("VARCHAR", [c[1] for c in candidates]),
+                                            "depth": ("INTEGER", [c[2] for c in candidates]),
+                                            "host": ("VARCHAR", [host_of(c[1]) for c in candidates])}):
+            admitted = self.states.insert_discovered(con, _ADMITTED_SQL)
         # A paused crawl's new URLs (links of a batch that was fetching when the pause came) are
         # kept ``paused``, not published: resume publishes them with the rest.
         paused = self.states.hold_paused(con, {u.crawl_id for u in admitted})

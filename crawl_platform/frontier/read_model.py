@@ -15,11 +15,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import pyarrow as pa
-
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.state_store import utc_now
 from crawl_platform.frontier.states import PENDING_STATES, CrawlState, URLState, sql_list, sql_literal
+from crawl_platform.store.bind import bound_rows
 from crawl_platform.store.database import CrawlStore
 
 
@@ -115,9 +114,8 @@ class FrontierReadModel:
         """The (crawl_id, url) pairs among ``items`` that the crawl already finished."""
         if not items:
             return set()
-        table = pa.table({"crawl_id": [i.crawl_id for i in items], "url": [i.url for i in items]})
-        with self.store.read() as con:
-            con.register("items", table)
+        columns = {"crawl_id": ("VARCHAR", [i.crawl_id for i in items]), "url": ("VARCHAR", [i.url for i in items])}
+        with self.store.read() as con, bound_rows(con, "items", columns):
             rows = con.execute(
                 f"""SELECT f.crawl_id, f.url FROM frontier f JOIN items i USING (crawl_id, url)
                    WHERE f.state NOT IN {_PENDING}"""

@@ -14,7 +14,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import duckdb
-import pyarrow as pa
 
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.states import (
@@ -27,6 +26,7 @@ from crawl_platform.frontier.states import (
     sql_list,
     sql_literal,
 )
+from crawl_platform.store.bind import bound_rows
 from crawl_platform.store.database import CrawlStore
 
 
@@ -67,9 +67,8 @@ class URLStateStore:
         sources = sources_of(URLState.QUEUED) if refresh_queued else (URLState.DISCOVERED,)
         for source in sources:
             check_transition(source, URLState.QUEUED)
-        table = pa.table({"crawl_id": [u.crawl_id for u in urls], "url": [u.url for u in urls]})
-        with self.store.write() as con:
-            con.register("confirmed", table)
+        confirmed = {"crawl_id": ("VARCHAR", [u.crawl_id for u in urls]), "url": ("VARCHAR", [u.url for u in urls])}
+        with self.store.write() as con, bound_rows(con, "confirmed", confirmed):
             con.execute(
                 f"""UPDATE frontier SET state = {sql_literal(URLState.QUEUED)}, updated_at = $1 FROM confirmed c
                    WHERE frontier.crawl_id = c.crawl_id AND frontier.url = c.url

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 from crawl_platform.config import Settings
+from crawl_platform.store.bind import bound_rows
+
+if TYPE_CHECKING:  # a `crawl` CLI, which registers seeds, never imports pyarrow (store/bind.py)
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -105,13 +109,12 @@ def drop_not_due(con: duckdb.DuckDBPyConnection,
     passes = [c for c in candidates if is_pass(c[0])]
     if not passes:
         return candidates
-    con.register("revisit_candidates", pa.table({"crawl_id": [c[0] for c in passes],
-                                                 "url": [c[1] for c in passes]}))
-    skip = set(con.execute(
-        """SELECT k.crawl_id, k.url FROM revisit_candidates k JOIN crawls c USING (crawl_id)
-           JOIN revisits r ON r.crawl_id = split_part(k.crawl_id, '@', 1) AND r.url = k.url
-           WHERE r.next_due_at > c.submitted_at""").fetchall())
-    con.unregister("revisit_candidates")
+    with bound_rows(con, "revisit_candidates", {"crawl_id": ("VARCHAR", [c[0] for c in passes]),
+                                                "url": ("VARCHAR", [c[1] for c in passes])}):
+        skip = set(con.execute(
+            """SELECT k.crawl_id, k.url FROM revisit_candidates k JOIN crawls c USING (crawl_id)
+               JOIN revisits r ON r.crawl_id = split_part(k.crawl_id, '@', 1) AND r.url = k.url
+               WHERE r.next_due_at > c.submitted_at""").fetchall())
     return [c for c in candidates if (c[0], c[1]) not in skip]
 
 
