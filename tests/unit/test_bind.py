@@ -32,9 +32,13 @@ def test_few_and_many_rows_bind_as_the_same_typed_relation_and_are_gone_after(st
 
 
 def test_a_failed_statement_leaves_neither_the_rows_nor_the_lake_write_behind(store):
-    with pytest.raises(duckdb.Error), store.write() as con, bound_rows(con, "wanted", _columns(3)):
-        con.execute("INSERT INTO batch_items SELECT 'b', 'c', url, depth, 'fetched' FROM wanted")
-        con.execute("SELECT no_such_column FROM wanted")
+    def fail_halfway() -> None:
+        with store.write() as con, bound_rows(con, "wanted", _columns(3)):
+            con.execute("INSERT INTO batch_items SELECT 'b', 'c', url, depth, 'fetched' FROM wanted")
+            con.execute("SELECT no_such_column FROM wanted")
+
+    with pytest.raises(duckdb.Error):
+        fail_halfway()
     assert store.query("SELECT count(*) FROM batch_items") == [(0,)]
     with store.write() as con, bound_rows(con, "wanted", _columns(2)):  # the name is free again
         assert con.execute("SELECT count(*) FROM wanted").fetchall() == [(2,)]
