@@ -79,21 +79,32 @@ def _worker_init(parent: int) -> None:
 _MAIN_LOCK = threading.Lock()
 
 
+WORKER_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
+"""Set for a worker where the environment does not say otherwise. numpy (SimHash) loads OpenBLAS,
+which starts a thread per core that spins for a while: 0.12 of a worker start's 0.32 CPU s, for
+linear algebra the parser never does (docs/benchmarks.md, session 31)."""
+
+
 class _WorkerProcess(multiprocessing.context.SpawnProcess):
     """A parse worker's process: a new interpreter. ``spawn`` also imports the parent's
     ``__main__`` module in the child: the daemon's module in a Dagster run forked by the
     platform's run launcher, the CLI in an engine crawl, each bringing Dagster or the whole engine
     into every worker. The worker needs none of it (it runs :func:`parse_pages`), so the parent's
-    ``__main__`` is hidden while the child starts."""
+    ``__main__`` is hidden while the child starts. The child inherits this process's environment,
+    with :data:`WORKER_ENVIRONMENT` added for the moment it starts."""
 
     def start(self) -> None:
         with _MAIN_LOCK:
             main = sys.modules["__main__"]
             sys.modules["__main__"] = types.ModuleType("__main__")
+            added = [name for name in WORKER_ENVIRONMENT if name not in os.environ]
+            os.environ.update({name: WORKER_ENVIRONMENT[name] for name in added})
             try:
                 super().start()
             finally:
                 sys.modules["__main__"] = main
+                for name in added:
+                    os.environ.pop(name, None)
 
 
 class _WorkerContext(multiprocessing.context.SpawnContext):

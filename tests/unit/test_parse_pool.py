@@ -297,6 +297,26 @@ def test_a_worker_counts_as_started_only_once_it_has_imported_what_its_first_pag
         workers.close()
 
 
+@pytest.mark.parametrize("ours", [None, "3"])
+def test_a_worker_starts_no_openblas_threads_unless_the_environment_asks_for_them(monkeypatch, ours):
+    # numpy's OpenBLAS starts a spinning thread per core at import: 0.12 CPU s of a worker's start.
+    if ours is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", ours)
+    workers = ParseWorkers(1)
+    try:
+        seen = workers._pool.submit(os.getenv, "OPENBLAS_NUM_THREADS")
+        # the worker has imported numpy (the parser's SimHash) before it takes any work
+        threads = workers._pool.submit(eval, "'numpy' in __import__('sys').modules and "
+                                             "len(__import__('os').listdir('/proc/self/task'))")
+        assert seen.result(timeout=30) == (ours or "1")
+        assert threads.result(timeout=30) == 1 if ours is None else threads.result(timeout=30) > 1
+    finally:
+        workers.close()
+    assert os.getenv("OPENBLAS_NUM_THREADS") == ours  # this process's environment is as it was
+
+
 def test_a_shard_smaller_than_parse_workers_from_is_parsed_in_the_step_and_a_larger_one_starts_them():
     site = DemoSite(n_pages=60, seed=5)
     before = _children(os.getpid())
