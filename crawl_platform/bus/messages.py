@@ -18,10 +18,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import re
+import time
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
 
 from annotated_types import Ge, Le, MinLen
-from pydantic import BeforeValidator, ConfigDict, Field, Strict, StrictStr, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, Strict, StrictStr, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
@@ -33,8 +35,89 @@ MAX_DEPTH_LIMIT = 10_000
 MAX_HOST_DELAY_MS = 3_600_000  # an hour between two requests: anything above is a typo
 MAX_HOST_CONCURRENCY = 64
 MAX_PRIORITY = 1_000_000
-_LATEST_TIMESTAMP = 32503680000.0  # year 3000: anything later is not a submission time
+MAX_USER_AGENT_LENGTH = 512
+MIN_EVERY_S = 60  # the recurring-crawls sensor looks once a minute
+MAX_CLOCK_SKEW_S = 300.0
+"""How far in the future a message's time (``submitted_at``, ``issued_at``) may be: a producer's
+clock may run ahead of this machine's by this much. A later time is refused, since the
+control state orders commands by it and a command dated years ahead would outrank every later one."""
+_LATEST_TIMESTAMP = 32503680000.0  # year 3000: a bound pydantic checks before the clock is read
 _STRICT = ConfigDict(strict=True)
+
+CRAWL_ID_RULE = ("1-128 letters, digits, '.', '_' or '-', starting with a letter or digit, without '..'; "
+                 "'@' only in the passes of recurring crawls (<id>@<stamp>)")
+"""The crawl-id pattern in words, as errors and the README give it."""
+_CRAWL_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,127}(?:@[A-Za-z0-9]{1,32})?")
+
+
+def crawl_id_problem(crawl_id: str) -> str | None:
+    """Why ``crawl_id`` is not a valid crawl id, or None. A valid id is safe as a Dagster partition
+    key, a file name and (made a view name by replacing its punctuation) a SQL identifier."""
+    if _CRAWL_ID.fullmatch(crawl_id):
+        return None
+    return f"crawl id {crawl_id[:140]!r} must be {CRAWL_ID_RULE}"
+
+
+def cron_problem(cron: str) -> str | None:
+    """Why ``cron`` is not a 5-field cron expression croniter accepts, or None."""
+    from croniter import croniter  # noqa: PLC0415 - only crawl requests with a schedule need it
+
+    try:
+        valid = len(cron.split()) == 5 and bool(croniter.is_valid(cron))
+    except Exception:  # croniter raises several kinds on odd input: all mean "not valid"
+        valid = False
+    return None if valid else f"cron schedule {cron[:100]!r} is not a valid 5-field cron expression, e.g. '0 * * * *'"
+
+
+def _check(problem: Any) -> AfterValidator:
+    """A validator that raises ValueError with ``problem(value)`` when it is not None."""
+
+    def validate(value: Any) -> Any:
+        reason = problem(value)
+        if reason is not None:
+            raise ValueError(reason)
+        return value
+
+    return AfterValidator(validate)
+
+
+def _not_ahead(when: float) -> str | None:
+    ahead = when - time.time()
+    return (f"{when} is {ahead:.0f} s ahead of this machine's clock (at most {MAX_CLOCK_SKEW_S:.0f} s)"
+            if ahead > MAX_CLOCK_SKEW_S else None)
+
+
+def _patterns_problem(patterns: tuple[str, ...]) -> str | None:
+    from crawl_platform.patterns import PatternError, check_patterns  # noqa: PLC0415 - RE2 only for requests
+
+    try:
+        check_patterns(patterns)
+    except PatternError as err:
+        return str(err)
+    return None
+
+
+def _rules_problem(rules: str) -> str | None:
+    if not rules:
+        return None
+    from crawl_platform.extract.rules import RulesError, parse_rules  # noqa: PLC0415 - only rules need lxml
+
+    try:
+        parse_rules(rules, "extract_rules")
+    except RulesError as err:
+        return str(err)
+    return None
+
+
+def _user_agent_problem(agent: str) -> str | None:
+    if len(agent) > MAX_USER_AGENT_LENGTH:
+        return f"user agent is longer than {MAX_USER_AGENT_LENGTH} characters"
+    return "user agent must be one line" if any(ch in agent for ch in "\r\n") else None
+
+
+def _every_problem(seconds: int) -> str | None:
+    return (f"an interval must be 0 (none) or at least {MIN_EVERY_S} seconds, not {seconds}"
+            if 0 < seconds < MIN_EVERY_S else None)
 
 
 def _null_is_default(default: Any) -> BeforeValidator:
@@ -42,9 +125,12 @@ def _null_is_default(default: Any) -> BeforeValidator:
     return BeforeValidator(lambda value: default if value is None else value)
 
 
+CrawlId = Annotated[str, _check(crawl_id_problem)]
+_Time = Annotated[float, Field(ge=0, le=_LATEST_TIMESTAMP, allow_inf_nan=False, description="a Unix time"),
+                  _check(_not_ahead)]
 # A list of strings that older producers leave out or send as null. The validator before the
 # tuple hands it a Python list, which only a lax tuple accepts; the items stay strict strings.
-_Patterns = Annotated[tuple[StrictStr, ...], Strict(False), _null_is_default(())]
+_Patterns = Annotated[tuple[StrictStr, ...], Strict(False), _null_is_default(()), _check(_patterns_problem)]
 
 
 class MessageDecodeError(ValueError):
@@ -55,25 +141,29 @@ class MessageDecodeError(ValueError):
 class CrawlRequest:
     """A crawl submitted by a user: seeds plus limits (seeds topic)."""
 
-    crawl_id: str
+    crawl_id: CrawlId
     seeds: Annotated[tuple[str, ...], Field(min_length=1)]
     max_pages: Annotated[int, Field(ge=1, le=MAX_PAGES_LIMIT)]
     max_depth: Annotated[int, Field(ge=0, le=MAX_DEPTH_LIMIT)]
     scope: Scope
-    submitted_at: Annotated[float, Field(ge=0, le=_LATEST_TIMESTAMP, allow_inf_nan=False, description="a Unix time")]
-    allow_patterns: _Patterns = ()  # regexes; when given, a URL must match one
-    deny_patterns: _Patterns = ()  # regexes; a URL matching one is skipped
+    submitted_at: _Time
+    allow_patterns: _Patterns = ()  # RE2 regexes; when given, a URL must match one
+    deny_patterns: _Patterns = ()  # RE2 regexes; a URL matching one is skipped
     max_pages_per_host: Annotated[int, Field(ge=0, le=MAX_PAGES_LIMIT), _null_is_default(0)] = 0  # 0: no cap
-    user_agent: Annotated[str, _null_is_default("")] = ""  # empty: the platform's CRAWL_USER_AGENT
+    # empty: the platform's CRAWL_USER_AGENT
+    user_agent: Annotated[str, _null_is_default(""), _check(_user_agent_problem)] = ""
     use_sitemaps: Annotated[bool, _null_is_default(False)] = False  # also seed from the seed hosts' sitemaps
-    every_seconds: Annotated[int, Field(ge=0, le=MAX_PAGES_LIMIT), _null_is_default(0)] = 0  # 0: no interval
-    cron: Annotated[str, _null_is_default("")] = ""  # a 5-field cron schedule (UTC); empty: none
+    # 0: no interval
+    every_seconds: Annotated[int, Field(ge=0, le=MAX_PAGES_LIMIT), _null_is_default(0), _check(_every_problem)] = 0
+    # a 5-field cron schedule (UTC); empty: none; with an interval too, the interval is the schedule
+    cron: Annotated[str, _null_is_default(""), _check(lambda cron: cron_problem(cron) if cron else None)] = ""
     # The crawl's own politeness and priority; 0 is the platform's default. The fetch step and the
     # frontier sensor clamp them to the operator's limits (CRAWL_MIN_HOST_DELAY_MS and friends).
     host_delay_ms: Annotated[int, Field(ge=0, le=MAX_HOST_DELAY_MS), _null_is_default(0)] = 0
     host_concurrency: Annotated[int, Field(ge=0, le=MAX_HOST_CONCURRENCY), _null_is_default(0)] = 0
     priority: Annotated[int, Field(ge=0, le=MAX_PRIORITY), _null_is_default(0)] = 0
-    extract_rules: Annotated[str, _null_is_default("")] = ""  # extraction rules, canonical JSON; empty: none
+    # extraction rules, canonical JSON; empty: none
+    extract_rules: Annotated[str, _null_is_default(""), _check(_rules_problem)] = ""
     TYPE: ClassVar[str] = "crawl_request"
     VERSION: ClassVar[int] = 1
     # Left off the wire while empty, so a request without them is the bytes it always was.
@@ -84,9 +174,9 @@ class CrawlRequest:
 class FrontierURL:
     """One URL to fetch for a crawl (frontier topic, keyed by host)."""
 
-    crawl_id: str
+    crawl_id: CrawlId
     url: str
-    depth: Annotated[int, Field(ge=0)]
+    depth: Annotated[int, Field(ge=0, le=MAX_DEPTH_LIMIT)]
     TYPE: ClassVar[str] = "frontier_url"
     VERSION: ClassVar[int] = 1
 
@@ -139,9 +229,9 @@ class CrawlControl:
     """A user's command for one crawl (control topic, keyed by crawl id): cancel, pause or resume.
     ``issued_at`` orders commands: one older than the crawl's last applied command changes nothing."""
 
-    crawl_id: str
+    crawl_id: CrawlId
     action: ControlAction
-    issued_at: Annotated[float, Field(ge=0, le=_LATEST_TIMESTAMP, allow_inf_nan=False, description="a Unix time")]
+    issued_at: _Time
     TYPE: ClassVar[str] = "crawl_control"
     VERSION: ClassVar[int] = 1
 
@@ -201,12 +291,17 @@ class _Codec(Generic[_M]):
             return self._adapter.validate_json(payload)
         except ValidationError as err:
             raise MessageDecodeError(self._reason(err.errors(include_url=False)[0])) from None
+        except (RecursionError, MemoryError, OverflowError) as err:  # a check above met a pathological value
+            raise MessageDecodeError(f"a field is too large or too deeply nested ({type(err).__name__})") from None
 
     def _reason(self, error: ErrorDetails) -> str:
         """One line naming the field and what is wrong with it (pydantic's own text spans lines)."""
         loc = error["loc"]
         if error["type"] == "json_invalid":
             reason = f"not JSON: {error.get('ctx', {}).get('error', error['msg'])}"
+        elif error["type"] == "value_error":  # one of the checks above, which says what is wrong
+            message = str(error.get("ctx", {}).get("error", error["msg"]))
+            reason = f"field {loc[0]!r}: {message}" if loc else message
         elif not loc:
             reason = "not a JSON object" if error["type"] == "dataclass_type" else error["msg"]
         elif error["type"] == "missing":

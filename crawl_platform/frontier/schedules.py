@@ -16,10 +16,11 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 from croniter import croniter
 
-from crawl_platform.bus.messages import MAX_PAGES_LIMIT, CrawlRequest
+from crawl_platform.bus.messages import MAX_PAGES_LIMIT, MIN_EVERY_S, CrawlRequest, cron_problem
 from crawl_platform.store.database import CrawlStore
 
-MIN_EVERY_S = 60  # the sensor looks once a minute
+__all__ = ["MIN_EVERY_S", "Schedule", "UnknownCrawlError", "base_id", "parse_every", "parse_schedule",
+           "record_schedule", "set_schedule"]
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _EVERY = re.compile(r"^(?:\d+[smhdw])+$")
 
@@ -75,8 +76,9 @@ def parse_schedule(every: str | int | None = None, cron: str | None = None) -> S
     if every and cron:
         raise ValueError("give --every or --cron, not both")
     if cron:
-        if len(cron.split()) != 5 or not croniter.is_valid(cron):
-            raise ValueError(f"cron schedule {cron!r} is not a valid 5-field cron expression, e.g. '0 * * * *'")
+        problem = cron_problem(cron)
+        if problem is not None:
+            raise ValueError(problem)
         return Schedule(cron=" ".join(cron.split()))
     if every:
         seconds = every if isinstance(every, int) else parse_every(every)

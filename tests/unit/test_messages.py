@@ -212,7 +212,7 @@ def test_mistyped_field_is_named_with_its_value(message, decode, field, value):
 @pytest.mark.parametrize("depth", [-1, -100])
 def test_negative_depth_is_refused(depth):
     body = _body(FRONTIER) | {"depth": depth}
-    with pytest.raises(MessageDecodeError, match=rf"'depth' must be >= 0, got {depth}"):
+    with pytest.raises(MessageDecodeError, match=rf"'depth' must be 0..10000, got {depth}"):
         decode_frontier_url(_payload(body))
 
 
@@ -374,3 +374,68 @@ def test_an_invalid_message_cannot_be_built(build):
     # The consumer would refuse it, so the producer never gets to publish it.
     with pytest.raises(ValueError, match="validation error"):
         build()
+
+
+@pytest.mark.parametrize(
+    "crawl_id",
+    ["a...b", "a..b", "x\n", "-lead", ".hidden", "a/b", "a b", "a:b", "é", "", "a" * 129, "fam@", "fam@x/y",
+     "a@b@c", "fam@" + "1" * 33],
+)
+@pytest.mark.parametrize(("message", "decode"), [(REQUEST, decode_crawl_request), (FRONTIER, decode_frontier_url),
+                                                 (CONTROL, decode_crawl_control)])
+def test_a_crawl_id_outside_the_pattern_is_refused_on_every_topic(message, decode, crawl_id):
+    with pytest.raises(MessageDecodeError) as caught:
+        decode(_payload(_body(message) | {"crawl_id": crawl_id}))
+    assert str(caught.value).startswith(f"field 'crawl_id': crawl id {crawl_id!r} must be 1-128 letters, digits")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("crawl_id", ["a", "docs.python.org-20261206-120000-ab12", "A_b-c.d", "a" * 128,
+                                      "blog@20261130T1200", "fam@soon"])
+def test_crawl_ids_inside_the_pattern_decode(crawl_id):
+    assert decode_crawl_request(_payload(_body(REQUEST) | {"crawl_id": crawl_id})).crawl_id == crawl_id
+
+
+@pytest.mark.parametrize(("message", "decode", "field"), [(REQUEST, decode_crawl_request, "submitted_at"),
+                                                          (CONTROL, decode_crawl_control, "issued_at")])
+def test_a_time_ahead_of_the_clock_is_refused(message, decode, field):
+    import time  # noqa: PLC0415
+
+    ahead = time.time() + 3600
+    with pytest.raises(MessageDecodeError, match=rf"^field '{field}': [0-9.]+ is 3600 s ahead of this machine's "
+                                                 r"clock \(at most 300 s\)$"):
+        decode(_payload(_body(message) | {field: ahead}))
+    # A producer's clock a little ahead is fine.
+    assert getattr(decode(_payload(_body(message) | {field: time.time() + 60})), field) > time.time()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("cron", "x", "field 'cron': cron schedule 'x' is not a valid 5-field cron expression, e.g. '0 * * * *'"),
+        ("cron", "@hourly", "field 'cron': cron schedule '@hourly' is not a valid 5-field cron expression, "
+                            "e.g. '0 * * * *'"),
+        ("cron", "99 * * * *", "field 'cron': cron schedule '99 * * * *' is not a valid 5-field cron expression, "
+                               "e.g. '0 * * * *'"),
+        ("every_seconds", 5, "field 'every_seconds': an interval must be 0 (none) or at least 60 seconds, not 5"),
+        ("user_agent", "Bot\r\nX-Evil: 1", "field 'user_agent': user agent must be one line"),
+        ("user_agent", "B" * 513, "field 'user_agent': user agent is longer than 512 characters"),
+        ("allow_patterns", ["(?=x)"], "field 'allow_patterns': pattern '(?=x)' is not a valid RE2 regular "
+                                      "expression: invalid perl operator: (?="),
+        ("deny_patterns", [r"(a)\1"], "field 'deny_patterns': pattern '(a)\\\\1' is not a valid RE2 regular "
+                                      "expression: invalid escape sequence: \\1"),
+        ("allow_patterns", ["x"] * 101, "field 'allow_patterns': patterns: at most 100, got 101"),
+        ("extract_rules", "[1]", "field 'extract_rules': extract_rules: must be a mapping with a 'fields' key, "
+                                 "not list"),
+    ],
+)
+def test_schedules_patterns_agents_and_rules_are_checked_when_decoded(field, value, reason):
+    with pytest.raises(MessageDecodeError) as caught:
+        decode_crawl_request(_payload(_body(REQUEST) | {field: value}))
+    assert str(caught.value) == reason
+
+
+def test_a_frontier_depth_beyond_the_depth_limit_is_refused():
+    with pytest.raises(MessageDecodeError) as caught:
+        decode_frontier_url(_payload(_body(FRONTIER) | {"depth": 2**31}))
+    assert str(caught.value) == "field 'depth' must be 0..10000, got 2147483648"
