@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import duckdb
 
 from crawl_platform.bus.messages import CrawlRequest, FrontierURL
-from crawl_platform.frontier.schedules import record_schedule
+from crawl_platform.frontier.schedules import base_id, record_schedule
 from crawl_platform.frontier.state_store import URLStateStore, utc_now
 from crawl_platform.frontier.states import BatchOutcome, CrawlState, sql_list, sql_literal
 from crawl_platform.store.bind import bound_rows
@@ -29,6 +30,64 @@ from crawl_platform.urls import CrawlScope, canonicalize, host_of
 
 # Items whose page's links are followed: an error page (a 404 with a body) has links too.
 LINK_OUTCOMES = (BatchOutcome.FETCHED, BatchOutcome.FAILED)
+
+# Every option of a crawl, in CrawlRequest's order after crawl_id and submitted_at: what a crawl id
+# stands for (a request delivered again must carry the same), and what a recurring pass copies.
+OPTION_COLUMNS = ("seeds, max_pages, max_depth, scope, allow_patterns, deny_patterns, "
+                  "max_pages_per_host, user_agent, use_sitemaps, host_delay_ms, host_concurrency, priority, "
+                  "extract_rules")
+_OPTION_NAMES = tuple(name.strip() for name in OPTION_COLUMNS.split(","))
+
+
+class RegistrationConflictError(ValueError):
+    """A crawl request that would change a registered crawl (same id, other options), or a pass of
+    a recurring crawl (``<family>@<stamp>``) that is not its family's; ``str(err)`` is one line."""
+
+
+def _options(request: CrawlRequest, seeds: list[str]) -> tuple[object, ...]:
+    """The request's options as a ``crawls`` row stores them (``OPTION_COLUMNS`` order)."""
+    return (seeds, request.max_pages, request.max_depth, request.scope, list(request.allow_patterns),
+            list(request.deny_patterns), request.max_pages_per_host, request.user_agent, request.use_sitemaps,
+            request.host_delay_ms, request.host_concurrency, request.priority, request.extract_rules)
+
+
+def _stored_options(row: tuple[Any, ...]) -> tuple[object, ...]:
+    """A ``crawls`` row's options with NULLs (columns older lakes lack) as the request's defaults."""
+    seeds, max_pages, max_depth, scope, allow, deny, per_host, agent, sitemaps, delay, concurrency, priority, \
+        rules = row
+    return (list(seeds or []), max_pages, max_depth, scope, list(allow or []), list(deny or []),
+            per_host or 0, agent or "", bool(sitemaps), delay or 0, concurrency or 0, priority or 0, rules or "")
+
+
+def registration_conflict(con: duckdb.DuckDBPyConnection, request: CrawlRequest) -> str | None:
+    """Why ``request`` may not be registered, or None: its id is registered with other options, or
+    it is a pass (``<family>@<stamp>``) whose family has no crawl or another's options. Reads only;
+    None also when the crawl is registered with exactly these options (a delivery again)."""
+    return _registration(con, request)[1]
+
+
+def _registration(con: duckdb.DuckDBPyConnection, request: CrawlRequest) -> tuple[bool, str | None]:
+    """Whether the crawl id is registered, and :func:`registration_conflict`'s answer."""
+    seeds = sorted({canonicalize(s) for s in request.seeds})
+    wanted = _options(request, seeds)
+    row = con.execute(f"SELECT {OPTION_COLUMNS} FROM crawls WHERE crawl_id = ?", [request.crawl_id]).fetchone()
+    if row is not None:
+        different = [name for name, old, new in zip(_OPTION_NAMES, _stored_options(row), wanted, strict=True)
+                     if old != new]
+        return True, (f"crawl {request.crawl_id} is registered already with other {', '.join(different)}: "
+                      "submit it under a new id") if different else None
+    family = base_id(request.crawl_id)
+    if family == request.crawl_id:
+        return False, None
+    latest = con.execute(f"SELECT {OPTION_COLUMNS} FROM crawls WHERE split_part(crawl_id, '@', 1) = ? "
+                         "ORDER BY registered_at DESC LIMIT 1", [family]).fetchone()
+    if latest is None:
+        return False, (f"crawl {request.crawl_id}: '@' is reserved for the passes of recurring crawls, and there "
+                       f"is no crawl {family}")
+    if _stored_options(latest) != wanted:
+        return False, (f"crawl {request.crawl_id}: a pass of the recurring crawl {family} keeps its options, "
+                       "and these differ")
+    return False, None
 
 _ACTIVE, _CANCELLED = sql_literal(CrawlState.ACTIVE), sql_literal(CrawlState.CANCELLED)
 
@@ -75,17 +134,31 @@ class Admission:
         self.store = store
         self.states = states
 
+    def conflict(self, request: CrawlRequest) -> str | None:
+        """See :func:`registration_conflict` (one read of the lake)."""
+        with self.store.read() as con:
+            return registration_conflict(con, request)
+
     def register(self, request: CrawlRequest) -> Admitted:
-        """Record a crawl and admit its (valid) seeds at depth 0; idempotent per crawl id."""
+        """Record a crawl and admit its (valid) seeds at depth 0; idempotent per crawl id. Raises
+        :class:`RegistrationConflictError` for a request that would change a registered crawl or
+        is a pass not of its family (:func:`registration_conflict`)."""
         seeds = sorted({canonicalize(s) for s in request.seeds})
         # A crawl id is registered once, in one transaction with its seeds and schedule (a pass of a
         # recurring crawl has an id of its own): a request delivered again, such as the seeds
-        # sensor's copy of one the CLI registered itself, finds it there with the same seeds and
-        # needs no write. (Other seeds under a known id are still admitted below.)
-        known = self.store.query("SELECT seeds FROM crawls WHERE crawl_id = ?", [request.crawl_id])
-        if known and list(known[0][0] or []) == seeds:
+        # sensor's copy of one the CLI registered itself, finds it there with the same options and
+        # needs no write.
+        with self.store.read() as con:
+            known, conflict = _registration(con, request)
+        if conflict is not None:
+            raise RegistrationConflictError(conflict)
+        if known:
             return Admitted([], len(seeds))
         with self.store.write() as con:
+            # Again under the write lock: another writer may have registered the id meanwhile.
+            conflict = registration_conflict(con, request)
+            if conflict is not None:
+                raise RegistrationConflictError(conflict)
             con.execute(
                 # The lake has no unique keys: a crawl id is registered once because writers take
                 # turns (the store's write lock) and this insert skips an id already there.

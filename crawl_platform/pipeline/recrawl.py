@@ -15,13 +15,9 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from crawl_platform.bus.messages import CrawlRequest
+from crawl_platform.frontier.admission import OPTION_COLUMNS
 from crawl_platform.frontier.schedules import base_id
 from crawl_platform.store.database import CrawlStore
-
-# Every option of a crawl, in CrawlRequest's order after crawl_id and submitted_at.
-OPTION_COLUMNS = ("seeds, max_pages, max_depth, scope, allow_patterns, deny_patterns, "
-                  "max_pages_per_host, user_agent, use_sitemaps, host_delay_ms, host_concurrency, priority, "
-                  "extract_rules")
 
 
 def pass_request(pass_id: str, row: tuple[Any, ...], at: datetime) -> CrawlRequest:

@@ -14,6 +14,7 @@ import pytest
 from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.frontier.admission import RegistrationConflictError
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.urls import InvalidURLError
@@ -50,12 +51,33 @@ def test_register_is_idempotent(frontier, store, bus, monkeypatch):
     assert len(topic_messages(bus)) == 2
 
 
-def test_register_again_with_other_seeds_admits_the_new_ones(frontier, store):
+def test_register_again_with_other_seeds_or_scope_is_refused_and_changes_nothing(frontier, store):
     frontier.register(crawl_request("c1", "http://a.example/"))
-    growth = frontier.register(crawl_request("c1", "http://a.example/", "http://a.example/2"))
-    assert growth.admitted == 1
-    assert len(frontier_rows(store, "c1")) == 2
+    with pytest.raises(RegistrationConflictError) as caught:
+        frontier.register(crawl_request("c1", "http://a.example/", "http://a.example/2"))
+    assert str(caught.value) == "crawl c1 is registered already with other seeds: submit it under a new id"
+    with pytest.raises(RegistrationConflictError) as caught:
+        frontier.register(crawl_request("c1", "http://a.example/", scope="any", max_pages=7))
+    assert str(caught.value) == ("crawl c1 is registered already with other max_pages, scope: "
+                                 "submit it under a new id")
+    assert set(frontier_rows(store, "c1")) == {"http://a.example/"}
     assert store.query("SELECT count(*) FROM crawls") == [(1,)]
+    assert frontier.register(crawl_request("c1", "http://a.example/")).admitted == 0  # the same again: a no-op
+
+
+def test_a_pass_must_be_of_a_registered_family_with_its_options(frontier, store):
+    with pytest.raises(RegistrationConflictError) as caught:
+        frontier.register(crawl_request("victim@x", "http://evil.example/"))
+    assert str(caught.value) == ("crawl victim@x: '@' is reserved for the passes of recurring crawls, and there "
+                                 "is no crawl victim")
+    frontier.register(crawl_request("victim", "http://a.example/"))
+    with pytest.raises(RegistrationConflictError) as caught:
+        frontier.register(crawl_request("victim@x", "http://evil.example/"))
+    assert str(caught.value) == ("crawl victim@x: a pass of the recurring crawl victim keeps its options, "
+                                 "and these differ")
+    assert frontier.register(crawl_request("victim@20261207", "http://a.example/")).admitted == 1  # its pass
+    assert [r[0] for r in store.query("SELECT crawl_id FROM crawls ORDER BY crawl_id")] == [
+        "victim", "victim@20261207"]
 
 
 def test_register_admits_no_more_seeds_than_max_pages(frontier, store):

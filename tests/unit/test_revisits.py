@@ -29,8 +29,10 @@ def test_often_changing_pages_are_fetched_more_often_than_stable_ones(settings, 
     bus = InMemoryBus(settings.seeds_topic, settings.frontier_topic, settings.dead_letter_topic, partitions=2)
     bus.ensure_topics()
     loop = crawl_loop(settings, bus, store)
+    # Time is injected: the first pass was submitted 9 hours ago, so the eight passes after it are
+    # not dated ahead of the clock (a submission time ahead of it is refused).
     first = build_crawl_request([changing.base_url + "/"], crawl_id="site", every="1h", max_depth=3)
-    loop.crawler.frontier.register(first)
+    loop.crawler.frontier.register(replace(first, submitted_at=first.submitted_at - 9 * 3600))
     loop.run_until_idle()
     [(t0,)] = store.query("SELECT submitted_at FROM crawls WHERE crawl_id = 'site'")
     per_pass, about = [], []
@@ -69,6 +71,7 @@ def test_often_changing_pages_are_fetched_more_often_than_stable_ones(settings, 
 
 def test_a_batch_landed_twice_moves_a_url_on_once_and_a_pass_admits_only_unknown_or_due_urls(store, frontier):
     first = build_crawl_request(["http://a.example/"], crawl_id="fam", every="2h")
+    first = replace(first, submitted_at=first.submitted_at - 3 * 3600)  # passes an hour and two after it
     frontier.register(first)
     items = [FrontierURL("fam", "http://a.example/", 0)]
     land(store, "b1", items, [fetch_result("http://a.example/", page_html("home", "/x"))])
