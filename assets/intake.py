@@ -28,7 +28,7 @@ from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.extract.rules import parse_rules
 from crawl_platform.pipeline.intake import IntakeReport
-from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
+from crawl_platform.pipeline.submission import build_crawl_request, registration_conflict, submit_crawl
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
 
@@ -53,6 +53,8 @@ def crawls(context: AssetExecutionContext, config: IntakeConfig,
     if config.requeue_pending:
         requeued = crawl.frontier().requeue_all_pending().published
     context.log.info(f"registered {report.crawls}, {report.admitted} seeds admitted, {requeued} URLs re-published")
+    for note in report.notes:
+        context.log.warning(note)
     return MaterializeResult(metadata=intake_metadata(report, requeued))
 
 
@@ -121,7 +123,11 @@ def submit_crawl_request(context: OpExecutionContext, config: CrawlRequestConfig
         )
     except ValueError as err:  # InvalidURLError and RulesError are ValueErrors
         raise Failure(f"bad crawl request: {err}") from None
-    submit_crawl(crawl.bus(), request)
+    bus = crawl.bus()
+    conflict = registration_conflict(crawl.store(), bus, request)
+    if conflict is not None:  # the seeds sensor would refuse it: nothing is submitted
+        raise Failure(f"bad crawl request: {conflict}")
+    submit_crawl(bus, request)
     context.log.info(f"submitted crawl {request.crawl_id} with {len(request.seeds)} seeds")
     return request.crawl_id
 

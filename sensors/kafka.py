@@ -258,6 +258,10 @@ def seeds_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource)
         context.log.info(f"seeds {', '.join(r.key for r in rest)} go to an intake run: {why}")
     if done:
         context.log.info(f"registered {report.crawls}, {report.admitted} seeds admitted")
+    for note in report.notes:
+        context.log.warning(note)
+    if report.dead_letters:
+        context.log.warning(f"{report.dead_letters} crawl requests could not be registered: see the dead-letter topic")
     return SensorResult(
         run_requests=[RunRequest(run_key=plan.run_key, run_config={"ops": {"crawls": {"config": {
             "seed_ranges": [r.key for r in rest]}}}})] if rest else [],

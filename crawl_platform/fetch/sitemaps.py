@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Callable
 
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest
+from crawl_platform.fetch.netguard import BlockedAddressError
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.urls import InvalidURLError, canonicalize
 
@@ -29,7 +30,11 @@ def discover_sitemap_urls(fetcher: Fetcher, seed_url: str, limit: int, *, user_a
     deduplicated and canonical, filtered by ``in_scope`` when given. Never raises for what a
     server sends: an unreachable or broken sitemap contributes nothing."""
     origin = origin_of(seed_url)
-    queue = [*fetcher.robots.policy(origin).sitemaps, origin + "/sitemap.xml"]
+    try:
+        listed = fetcher.robots.policy(origin).sitemaps
+    except BlockedAddressError:  # the network guard refuses the host: nothing of it is read
+        return []
+    queue = [*listed, origin + "/sitemap.xml"]
     fetched: set[str] = set()
     found: dict[str, None] = {}
     while queue and len(fetched) < max_files and len(found) < limit:

@@ -23,6 +23,7 @@ from crawl_platform.bus.messages import (
     CrawlControl,
     DeadLetter,
     MessageDecodeError,
+    crawl_id_problem,
     decode_crawl_control,
 )
 from crawl_platform.bus.offsets import OffsetRange
@@ -30,7 +31,9 @@ from crawl_platform.bus.publishing import publish_crawl_control, publish_dead_le
 from crawl_platform.config import Settings
 from crawl_platform.frontier.control import ControlOutcome, ControlRefusedError, UnknownCrawlError
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.submission import OUT_OF_REACH
 from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.errors import one_line
 
 ACTIONS: tuple[ControlAction, ...] = get_args(ControlAction)
 
@@ -41,6 +44,9 @@ def build_control(crawl_id: str, action: str) -> CrawlControl:
         raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
     if not crawl_id.strip():
         raise ValueError("give the id of the crawl")
+    problem = crawl_id_problem(crawl_id.strip())
+    if problem is not None:
+        raise ValueError(problem)
     return CrawlControl(crawl_id.strip(), action, time.time())
 
 
@@ -69,13 +75,20 @@ class ControlIntake:
         return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings))
 
     def apply(self, offsets: OffsetRange) -> ControlReport:
+        """Apply the range's commands in order. One that cannot be applied for any reason of its
+        own goes to the dead-letter topic with the reason, and the next is taken; the lake or the
+        broker out of reach fails the whole range, which is applied again (applying is idempotent)."""
         report = ControlReport()
         letters = []
         for rec in self.bus.read_range(self.bus.control_topic, offsets):
             try:
                 report.outcomes.append(self.frontier.control(decode_crawl_control(rec.value)))
-            except (MessageDecodeError, UnknownCrawlError, ControlRefusedError) as err:
-                letters.append(DeadLetter.for_payload(str(err), self.bus.control_topic, rec.partition,
+            except OUT_OF_REACH:
+                raise
+            except Exception as err:  # any command that cannot be applied is a dead letter
+                expected = isinstance(err, MessageDecodeError | UnknownCrawlError | ControlRefusedError)
+                reason = str(err) if expected else f"{type(err).__name__}: {err}"
+                letters.append(DeadLetter.for_payload(one_line(reason), self.bus.control_topic, rec.partition,
                                                       rec.offset, rec.value or b""))
         if letters:
             publish_dead_letters(self.bus, letters)

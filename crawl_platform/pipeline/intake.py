@@ -19,16 +19,16 @@ from crawl_platform.bus.messages import CrawlRequest, DeadLetter, MessageDecodeE
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.bus.publishing import publish_dead_letters
 from crawl_platform.config import Settings
-from crawl_platform.extract.rules import RulesError, parse_rules
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.sitemaps import discover_sitemap_urls
+from crawl_platform.frontier.admission import RegistrationConflictError
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.pipeline.submission import OUT_OF_REACH
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import one_line
 from crawl_platform.store.hosts import load_hosts, save_hosts
-from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
+from crawl_platform.urls import CrawlScope, canonicalize
 
 # Most seeds a seeds-topic range may hold to be registered in the seeds sensor's own evaluation
 # (admitted and published in about a second); a larger submission gets an intake run, which has no
@@ -42,9 +42,11 @@ class IntakeReport:
     dead_letters: int = 0
     admitted: int = 0
     published: int = 0
+    notes: list[str] = field(default_factory=list)  # one line each: what went wrong short of a dead letter
 
     def add(self, other: IntakeReport) -> None:
         self.crawls += other.crawls
+        self.notes += other.notes
         self.dead_letters += other.dead_letters
         self.admitted += other.admitted
         self.published += other.published
@@ -97,19 +99,28 @@ class SeedIntake:
         return self._register(self.bus.read_range(self.bus.seeds_topic, offsets))
 
     def _register(self, records: list[Record]) -> IntakeReport:
+        """Register each request of ``records`` in order. One that cannot be registered for any
+        reason of its own goes to the dead-letter topic with the reason and its position, and the
+        next is taken; only the lake or the broker being out of reach (``OUT_OF_REACH``) stops the
+        range, which is then taken again as a whole (registration is idempotent)."""
         report = IntakeReport()
         letters = []
         for rec in records:
             try:
-                request = decode_crawl_request(rec.value)
-                if request.extract_rules:  # a producer other than ours may send rules that do not parse
-                    parse_rules(request.extract_rules, "extract_rules")
+                request = decode_crawl_request(rec.value)  # the rules, schedule and patterns are checked here
+                conflict = self.frontier.admission.conflict(request)
+                if conflict is not None:
+                    raise RegistrationConflictError(conflict)
                 # Sitemaps first, before the seeds are published: a batch run fetching the host
                 # meanwhile would not know of these requests and ignore the host's delay.
-                from_sitemaps = self._sitemap_urls(request)
+                from_sitemaps = self._sitemap_urls(request, report)
                 growth = self.frontier.register(request)
-            except (MessageDecodeError, InvalidURLError, RulesError) as err:
-                letters.append(DeadLetter.for_payload(str(err), self.bus.seeds_topic, rec.partition,
+            except OUT_OF_REACH:
+                raise
+            except Exception as err:  # any request that cannot be registered is a dead letter
+                reason = (str(err) if isinstance(err, ValueError) and str(err)
+                          else f"{type(err).__name__}: {err}")
+                letters.append(DeadLetter.for_payload(one_line(reason), self.bus.seeds_topic, rec.partition,
                                                       rec.offset, rec.value or b""))
                 continue
             report.crawls.append(request.crawl_id)
@@ -124,7 +135,20 @@ class SeedIntake:
         report.dead_letters = len(letters)
         return report
 
-    def _sitemap_urls(self, request: CrawlRequest) -> list[str]:
+    def _sitemap_urls(self, request: CrawlRequest, report: IntakeReport) -> list[str]:
+        """:meth:`_discover_sitemap_urls`, or none when discovery fails for a reason of the sites'
+        (a robots.txt or a sitemap the fetcher or its parser cannot handle): the crawl is then
+        registered with its seeds alone, and ``report.notes`` says why."""
+        try:
+            return self._discover_sitemap_urls(request)
+        except OUT_OF_REACH:
+            raise
+        except Exception as err:  # a site's files never stop the registration
+            report.notes.append(one_line(f"crawl {request.crawl_id}: its sitemaps were not read "
+                                         f"({type(err).__name__}: {err})"))
+            return []
+
+    def _discover_sitemap_urls(self, request: CrawlRequest) -> list[str]:
         """The in-scope URLs of the seed hosts' sitemaps, for a crawl submitted with ``use_sitemaps``.
         Read within each host's politeness as the batch runs keep it: the fetcher starts from the
         ``hosts`` rows (robots.txt, gap, last contact), and what it learned (the robots.txt it

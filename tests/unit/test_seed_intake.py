@@ -63,6 +63,21 @@ def test_seed_intake_dead_letters_a_request_whose_extraction_rules_do_not_parse(
     assert (report.crawls, report.dead_letters) == (["good"], 1)
     ((part, (_, high)),) = [(p, w) for p, w in bus.watermarks(bus.dead_letter_topic).items() if w[1]]
     (letter,) = [decode_dead_letter(r.value) for r in bus.read_range(bus.dead_letter_topic, OffsetRange(part, 0, high))]
-    assert letter.reason == ("extract_rules: fields.title.type: type must be one of string, int, float, bool, date, "
-                             "list, not 'integer'")
+    assert letter.reason == ("field 'extract_rules': extract_rules: fields.title.type: type must be one of "
+                             "string, int, float, bool, date, list, not 'integer'")
     assert store.query("SELECT crawl_id, extract_rules IS NOT NULL FROM crawls") == [("good", True)]
+
+
+def test_sitemaps_of_a_refused_host_leave_the_crawl_with_its_seeds_and_the_range_registered(store, bus):
+    from tests.unit.conftest import loopback_fetcher  # noqa: PLC0415
+
+    # The network guard allows 127.0.0.1 only: the robots.txt of 127.0.0.2 is never asked for.
+    fetcher = loopback_fetcher(allowed_networks=["127.0.0.1/32"])
+    offsets = _publish_seeds(bus, [
+        json.dumps(json.loads(_seed_payload("refused", use_sitemaps=True)) | {
+            "seeds": ["http://127.0.0.2:9/"]}).encode(),
+        _seed_payload("after"),
+    ])
+    report = SeedIntake(bus, store, fetcher).register(offsets)
+    assert (report.crawls, report.dead_letters) == (["refused", "after"], 0)
+    assert store.query("SELECT url FROM frontier WHERE crawl_id = 'refused'") == [("http://127.0.0.2:9/",)]
