@@ -23,6 +23,14 @@ from crawl_platform.store.database import CrawlStore
 
 
 @dataclass(frozen=True)
+class FrontierRow:
+    """What the ``frontier`` table says of one URL of one crawl."""
+
+    state: URLState
+    depth: int  # the depth the crawl admitted it at
+
+
+@dataclass(frozen=True)
 class CrawlStatus:
     crawl_id: str
     pending: int
@@ -112,15 +120,20 @@ class FrontierReadModel:
 
     def done_urls(self, items: list[FrontierURL]) -> set[tuple[str, str]]:
         """The (crawl_id, url) pairs among ``items`` that the crawl already finished."""
+        return {key for key, row in self.frontier_rows(items).items() if row.state not in PENDING_STATES}
+
+    def frontier_rows(self, items: list[FrontierURL]) -> dict[tuple[str, str], FrontierRow]:
+        """The ``frontier`` row of each (crawl_id, url) pair among ``items`` that has one (that the
+        crawl admitted, within its scope and caps), in one read."""
         if not items:
-            return set()
+            return {}
         columns = {"crawl_id": ("VARCHAR", [i.crawl_id for i in items]), "url": ("VARCHAR", [i.url for i in items])}
         with self.store.read() as con, bound_rows(con, "items", columns):
             rows = con.execute(
-                f"""SELECT f.crawl_id, f.url FROM frontier f JOIN items i USING (crawl_id, url)
-                   WHERE f.state NOT IN {_PENDING}"""
+                """SELECT DISTINCT f.crawl_id, f.url, f.state, f.depth FROM frontier f
+                   JOIN items i USING (crawl_id, url)"""
             ).fetchall()
-        return {(c, u) for c, u in rows}
+        return {(c, u): FrontierRow(URLState(state), depth) for c, u, state, depth in rows}
 
     def batch_landed(self, batch_id: str) -> bool:
         """True once the batch's landing transaction committed (its items are recorded)."""

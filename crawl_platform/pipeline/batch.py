@@ -148,15 +148,25 @@ class BatchReader:
                     letters.append(DeadLetter.for_payload(str(err), self.bus.frontier_topic, rec.partition,
                                                           rec.offset, rec.value or b""))
         states = self.read_model.crawl_states({i.crawl_id for i, _rec in decoded})
+        # Only URLs their crawl admitted are fetched, at the depth it admitted them: a message
+        # from another producer cannot widen a crawl's scope or caps.
+        rows = self.read_model.frontier_rows([i for i, _rec in decoded if i.crawl_id in states])
+        items = []
         for item, rec in decoded:  # the letter keeps the message as it was, and where it was
+            row = rows.get((item.crawl_id, item.url))
             if item.crawl_id not in states:
-                letters.append(DeadLetter.for_payload(f"unknown crawl {item.crawl_id!r}", self.bus.frontier_topic,
-                                                      rec.partition, rec.offset, rec.value or b""))
-        items = [i for i, _rec in decoded if i.crawl_id in states]
+                reason = f"unknown crawl {item.crawl_id!r}"
+            elif row is None:
+                reason = f"{item.url} is not in the frontier of crawl {item.crawl_id} (outside its scope or caps)"
+            else:
+                items.append(item if item.depth == row.depth else FrontierURL(item.crawl_id, item.url, row.depth))
+                continue
+            letters.append(DeadLetter.for_payload(reason, self.bus.frontier_topic, rec.partition, rec.offset,
+                                                  rec.value or b""))
         if letters:
             publish_dead_letters(self.bus, letters)
         report.dead_letters = len(letters)
-        done = set() if refetch_done else self.read_model.done_urls(items)
+        done = set() if refetch_done else {key for key, row in rows.items() if not row.state.pending}
         # A paused or cancelled crawl's URLs are not fetched: they land as ``skipped`` items, and
         # their rows stay ``paused`` (resume publishes them again) or ``cancelled``.
         held = {c for c, state in states.items() if state is not CrawlState.ACTIVE}
