@@ -29,10 +29,12 @@ from rich.table import Table
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.cli import archive, extract, lake
 from crawl_platform.config import Settings
 from crawl_platform.extract.rules import RulesError, load_rules
 from crawl_platform.extract.rules import UnknownCrawlError as UnknownRulesCrawlError
+from crawl_platform.frontier.admission import RegistrationConflictError
 from crawl_platform.frontier.control import PAST_TENSE, TARGETS, ControlRefusedError
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
@@ -44,7 +46,9 @@ from crawl_platform.pipeline.submission import (
     build_crawl_request,
     clamped_policies,
     register_now,
+    registration_conflict,
     submit_crawl,
+    user_crawl_id_problem,
 )
 from crawl_platform.store.console import QueryError
 from crawl_platform.store.database import CrawlStore
@@ -228,9 +232,12 @@ def _control_command(settings: Settings, args: argparse.Namespace) -> int:
     return _control(settings, args.command, args.crawl_id)
 
 
-def _crawl(settings: Settings, args: argparse.Namespace) -> int:
+def _crawl_request(args: argparse.Namespace) -> CrawlRequest:
+    """The request ``crawl`` submits; raises ValueError with the one line to print."""
+    if args.crawl_id is not None and (problem := user_crawl_id_problem(args.crawl_id)) is not None:
+        raise ValueError(problem)
     try:
-        request = build_crawl_request(
+        return build_crawl_request(
             args.urls, args.crawl_id, args.max_pages, args.max_depth, args.scope, allow=args.allow,
             deny=args.deny, max_pages_per_host=args.max_pages_per_host, user_agent=args.user_agent,
             use_sitemaps=args.sitemaps, every=args.every, cron=args.cron, host_delay_ms=args.host_delay_ms,
@@ -238,17 +245,28 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
             extract=load_rules(args.extract) if args.extract else None,
         )
     except InvalidURLError as exc:  # nothing is enqueued when any seed is bad
-        return fail(f"bad seed: {exc}", EXIT_USAGE)
+        raise ValueError(f"bad seed: {exc}") from None
+
+
+def _crawl(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        request = _crawl_request(args)
     except ValueError as exc:
         return fail(str(exc), EXIT_USAGE)
     bus = KafkaBus.from_settings(settings)
+    store = CrawlStore.from_settings(settings, threads=1)  # small questions: see from_settings
+    conflict = registration_conflict(store, bus, request)
+    if conflict is not None:  # the seeds sensor would refuse it: nothing is submitted
+        return fail(conflict, EXIT_USAGE)
     submit_crawl(bus, request)
     print(f"submitted crawl {request.crawl_id} ({len(request.seeds)} seeds)")
     for note in clamped_policies(request, settings):
         print(f"note: {note} (the platform's limit)")
-    store = CrawlStore.from_settings(settings, threads=1)  # small questions: see from_settings
     # The first batch need not wait for the seeds sensor and an intake run (seconds).
-    not_now = register_now(store, bus, request)
+    try:
+        not_now = register_now(store, bus, request)
+    except RegistrationConflictError as exc:  # registered by another submission meanwhile
+        return fail(str(exc), EXIT_USAGE)
     if not_now is not None:
         print(f"the seeds sensor registers it ({not_now})")
     if not args.wait:

@@ -21,7 +21,9 @@ from crawl_platform.bus.messages import (
     MAX_HOST_DELAY_MS,
     MAX_PAGES_LIMIT,
     MAX_PRIORITY,
+    MAX_USER_AGENT_LENGTH,
     CrawlRequest,
+    crawl_id_problem,
 )
 from crawl_platform.bus.publishing import publish_crawl_request
 from crawl_platform.config import Scope, Settings
@@ -33,13 +35,13 @@ from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, o
 from crawl_platform.store.extensions import ExtensionError
 from crawl_platform.urls import InvalidURLError, canonicalize, host_of
 
-_CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
 SCOPES: tuple[Scope, ...] = get_args(Scope)
 
 
 def new_crawl_id(first_seed: str) -> str:
-    """A readable, unique id: ``<host>-<UTC time>-<4 hex>``."""
-    host = host_of(first_seed).replace(":", "_")
+    """A readable, unique id: ``<host>-<UTC time>-<4 hex>`` (a port's ``:`` made ``_``, an IPv6
+    address's brackets and colons too)."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", host_of(first_seed))[:100].strip("._-") or "crawl"
     return f"{host}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:4]}"
 
 
@@ -77,8 +79,11 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
         raise ValueError("user agent must be one line")
     schedule = parse_schedule(every, cron) or Schedule()
     crawl_id = crawl_id or new_crawl_id(canonical[0])
-    if not _CRAWL_ID.match(crawl_id):
-        raise ValueError(f"crawl id {crawl_id!r} must be 1-128 letters, digits or ._@:- (no spaces)")
+    problem = crawl_id_problem(crawl_id)
+    if problem is not None:
+        raise ValueError(problem)
+    if len(user_agent) > MAX_USER_AGENT_LENGTH:
+        raise ValueError(f"user agent is longer than {MAX_USER_AGENT_LENGTH} characters")
     return CrawlRequest(crawl_id, tuple(dict.fromkeys(canonical)), max_pages, max_depth,
                         scope, time.time(), tuple(allow), tuple(deny), max_pages_per_host,
                         user_agent.strip(), use_sitemaps, schedule.every_seconds, schedule.cron,
@@ -95,6 +100,24 @@ def submit_crawl(bus: Bus, request: CrawlRequest) -> None:
 # What makes a registration impossible from here for now (the lake or the broker out of reach): the
 # CLI, the seeds sensor and `up` leave the work to a later attempt or a run and say why in one line.
 OUT_OF_REACH = (StoreUnavailableError, StoreBusyError, ExtensionError, BusError)
+
+
+def user_crawl_id_problem(crawl_id: str) -> str | None:
+    """Why a user may not name a crawl ``crawl_id`` (the CLI's ``--id``), or None: the crawl-id
+    pattern, and ``@``, which only the passes of recurring crawls carry."""
+    if "@" in crawl_id:
+        return f"crawl id {crawl_id!r}: '@' is reserved for the passes of recurring crawls"
+    return crawl_id_problem(crawl_id)
+
+
+def registration_conflict(store: CrawlStore, bus: Bus, request: CrawlRequest) -> str | None:
+    """Why the lake would refuse to register ``request`` (its id is registered with other options, or
+    it is a pass not of its family), or None; None too when the lake is not there or not reachable
+    now (the seeds sensor then refuses it as a dead letter)."""
+    try:
+        return Frontier(store, bus).admission.conflict(request) if store.exists() else None
+    except OUT_OF_REACH:
+        return None
 
 
 def register_now(store: CrawlStore, bus: Bus, request: CrawlRequest) -> str | None:

@@ -25,6 +25,7 @@ from crawl_platform.config import Settings
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.pipeline.control import build_control
+from crawl_platform.pipeline.submission import build_crawl_request
 from crawl_platform.store.database import CrawlStore
 
 
@@ -102,6 +103,31 @@ def test_bad_scope_is_exit_2_without_traceback(settings, bus):
     assert "Traceback" not in done.stderr
     assert "invalid choice: 'planet'" in _stderr_lines(done)[-1]
     assert _nothing_enqueued(bus)
+
+
+@pytest.mark.parametrize(("crawl_id", "reason"), [
+    ("a...b", "crawl-platform: crawl id 'a...b' must be 1-128 letters, digits, '.', '_' or '-', starting with "
+              "a letter or digit, without '..'; '@' only in the passes of recurring crawls (<id>@<stamp>)"),
+    ("victim@x", "crawl-platform: crawl id 'victim@x': '@' is reserved for the passes of recurring crawls"),
+    ("a/b", "crawl-platform: crawl id 'a/b' must be 1-128 letters"),
+])
+def test_a_crawl_id_outside_the_pattern_is_one_line_exit_2(settings, bus, crawl_id, reason):
+    done = _cli(settings, "crawl", "http://example.com/", "--crawl-id", crawl_id)
+    assert done.returncode == 2
+    (line,) = _stderr_lines(done)
+    assert line.startswith(reason)
+    assert _nothing_enqueued(bus)
+
+
+def test_a_known_crawl_id_with_other_seeds_is_one_line_exit_2_and_nothing_enqueued(settings, store, bus):
+    Frontier(store, bus).register(build_crawl_request(["http://example.com/"], crawl_id="known"))
+    done = _cli(settings, "crawl", "http://example.com/", "http://example.org/", "--crawl-id", "known")
+    assert done.returncode == 2
+    assert _stderr_lines(done) == [
+        "crawl-platform: crawl known is registered already with other seeds: submit it under a new id"]
+    assert _nothing_enqueued(bus)
+    again = _cli(settings, "crawl", "http://example.com/", "--crawl-id", "known")  # the same: fine
+    assert again.returncode == 0, again.stderr
 
 
 def test_good_seed_enqueues_one_crawl_request_with_its_limits(settings, bus):
