@@ -17,6 +17,7 @@ from dagster import (
     sensor,
 )
 
+from crawl_platform.bus.messages import crawl_id_problem
 from crawl_platform.extract.run import due_extractions
 from crawl_platform_dagster.assets.records import EXTRACT_PARTITIONS, extract_crawls, records_job
 from crawl_platform_dagster.resources.store import CrawlStoreResource
@@ -33,7 +34,15 @@ def records_sensor(context: SensorEvaluationContext, crawl_store: CrawlStoreReso
     store = crawl_store.store()
     if not store.exists():
         return SkipReason("no lake yet")
-    due = due_extractions(store)
+    due = []
+    for item in due_extractions(store):
+        # A crawl registered under an id that is no partition key (from before ids were checked at
+        # submission) is passed over, not allowed to stop the other crawls' records.
+        problem = crawl_id_problem(item.crawl_id)
+        if problem is None:
+            due.append(item)
+        else:
+            context.log.warning(f"records of crawl {item.crawl_id!r} are not extracted: {problem}")
     if not due:
         return SkipReason("every crawl's records are up to date with its rules")
     known = set(context.instance.get_dynamic_partitions(EXTRACT_PARTITIONS))

@@ -39,7 +39,8 @@ class Alert:
 
     @property
     def subject(self) -> str:
-        return f"[crawl-platform] {self.title}"
+        """One line, whatever the title holds (an e-mail header refuses a line break)."""
+        return " ".join(f"[crawl-platform] {self.title}".split())
 
     @property
     def text(self) -> str:
