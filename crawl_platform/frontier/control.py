@@ -18,11 +18,11 @@ the rows, :mod:`.publisher` puts resumed URLs on the bus,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 
-from crawl_platform.bus.messages import ControlAction, CrawlControl
+from crawl_platform.bus.messages import MAX_CLOCK_SKEW_S, ControlAction, CrawlControl
 from crawl_platform.frontier.publisher import FrontierPublisher
 from crawl_platform.frontier.state_store import URLStateStore
 from crawl_platform.frontier.states import PENDING_STATES, CrawlState, URLState
@@ -93,11 +93,16 @@ class CrawlController:
             if row is None:
                 raise UnknownCrawlError(f"no crawl {command.crawl_id!r}")
             before = CrawlState(row[0] or CrawlState.ACTIVE)
-            if row[1] is not None and issued < row[1]:
+            last = row[1]
+            if last is not None and last > datetime.now(UTC).replace(tzinfo=None) + timedelta(seconds=MAX_CLOCK_SKEW_S):
+                # A command dated ahead of the clock, applied before such times were refused, orders
+                # nothing: every later command would look older and be ignored.
+                last = None
+            if last is not None and issued < last:
                 return ControlOutcome(command.crawl_id, command.action, before, before, False, stale=True)
             if before is target:
                 moved = 0
-                if row[1] is None or issued > row[1]:
+                if last is None or issued > last:
                     # A repeat changes nothing but is the latest command: an older one arriving late
                     # must not undo it (resume, then a late pause from before the resume).
                     con.execute("UPDATE crawls SET state = ?, state_changed_at = ? WHERE crawl_id = ?",

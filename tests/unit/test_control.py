@@ -150,3 +150,15 @@ def test_the_control_topic_applied_twice_changes_nothing_and_dead_letters_unknow
                if hi > lo for r in bus.read_range(bus.dead_letter_topic, OffsetRange(p, lo, hi))]
     assert [(d.reason, d.source_topic) for d in letters] == [("no crawl 'ghost'", bus.control_topic)] * 2
     assert frontier_rows(store, "twice") == {"http://127.0.0.1:9/": (0, "paused")}
+
+
+def test_a_command_stored_with_a_time_ahead_of_the_clock_does_not_outrank_later_ones(settings, bus, store):
+    loop = crawl_loop(settings, bus, store)
+    frontier = loop.crawler.frontier
+    frontier.register(crawl_request("ahead", "http://127.0.0.1:9/"))
+    frontier.control(build_control("ahead", "pause"))
+    with store.write() as con:  # as a lake holds a command dated in the year 2999, from before such times were refused
+        con.execute("UPDATE crawls SET state_changed_at = TIMESTAMP '2999-01-01' WHERE crawl_id = 'ahead'")
+    outcome = frontier.control(build_control("ahead", "resume"))
+    assert (outcome.stale, outcome.after.value, outcome.changed) == (False, "active", True)
+    assert frontier.status("ahead")[0].state == "active"
