@@ -26,6 +26,7 @@ _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P
 _KEY = r"(?P<key>(?<![\w?&.-])(?:ssl)?password\s*=\s*)"
 _KEY_VALUE = re.compile(_KEY + r"(?P<secret>'(?:[^'\\]|\\.)*'|[^\s']+)", re.I)
 _KEY_VALUE_IN_TEXT = re.compile(_KEY + r"(?P<secret>'(?:[^'\\]|\\.)*'|[^\s'\"]+)", re.I)
+_MASKED = re.compile(re.escape(MASK) + r"[:;,.)\]]*")
 _QUERY = re.compile(r"(?P<key>[?&](?:ssl)?password=)(?P<secret>[^&\s#'\"]*)", re.I)
 
 
@@ -34,7 +35,14 @@ def redact_passwords(text: str) -> str:
     libpq connection string (``password=secret``) replaced by ``***``, wherever it occurs."""
     text = _USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{MASK}@", text)
     text = _QUERY.sub(lambda m: f"{m.group('key')}{MASK}", text)
-    return _KEY_VALUE_IN_TEXT.sub(lambda m: f"{m.group('key')}{MASK}", text)
+    return _KEY_VALUE_IN_TEXT.sub(_masked_value, text)
+
+
+def _masked_value(match: re.Match[str]) -> str:
+    # A value masked already keeps the punctuation after it ("password=***: connection refused").
+    if _MASKED.fullmatch(match.group("secret")):
+        return match.group(0)
+    return f"{match.group('key')}{MASK}"
 
 
 def passwords(connection: str) -> list[str]:
