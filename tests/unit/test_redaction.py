@@ -1,6 +1,7 @@
 """What is shown of an address that holds a secret: passwords in URLs and libpq connection strings
-become ``***``, and a webhook URL keeps its scheme and host."""
+become ``***``, a webhook URL keeps its scheme and host, and the settings never show their secrets."""
 
+from crawl_platform.config import Settings
 from crawl_platform.redaction import passwords, redact_passwords, redact_url_path, scrub, url_secrets
 
 
@@ -37,3 +38,21 @@ def test_a_webhook_url_is_shown_as_its_scheme_and_host():
     assert url_secrets("https://h/services/T0/s3cret?x=1") == [
         "https://h/services/T0/s3cret?x=1", "/services/T0/s3cret?x=1", "/services/T0/s3cret", "x=1"]
 
+
+def test_settings_never_show_a_secret_in_their_repr(monkeypatch):
+    secrets = {
+        "CRAWL_CELERY_BROKER": "pyamqp://crawler:b-r0ker@rabbit:5672//",
+        "CRAWL_CELERY_BACKEND": "redis://:r3sult@redis:6379/1",
+        "CRAWL_LAKE_CATALOG": "postgres:dbname=crawl host=pg user=crawler password=p4ss",
+        "CRAWL_ALERT_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/s3cret",
+        "CRAWL_ALERT_SMTP_PASSWORD": "sm7p",
+        "KAFKA_CLIENT_CONFIG": '{"sasl.password": "k4fka"}',
+        "CRAWL_PROXIES": '["http://crawler:pr0xy@proxy:3128"]',
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    shown = repr(settings) + str(settings)
+    for word in ("b-r0ker", "r3sult", "p4ss", "s3cret", "sm7p", "k4fka", "pr0xy"):
+        assert word not in shown
+    assert {name: settings.to_env()[name] for name in secrets} == secrets  # child processes get them all
