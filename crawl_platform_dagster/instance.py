@@ -137,10 +137,22 @@ nux:
 
 
 def celery_run_config(settings: Settings) -> dict[str, object]:
-    """Executor run config of the Celery job: a lost worker's task goes to another worker."""
+    """Executor run config of the Celery job (and of its workers): a lost worker's task goes to
+    another worker. The UI shows every run's config, and the broker and backend URLs hold their
+    password, so the config names their environment variables (Dagster reads ``{"env": VAR}``
+    where the run and the workers execute, and their environment sets the platform's settings)."""
     return {"execution": {"config": {
-        "broker": settings.celery_broker,
-        "backend": settings.celery_backend,
+        "broker": _environment_reference(settings, "celery_broker"),
+        "backend": _environment_reference(settings, "celery_backend"),
         "config_source": {"task_acks_late": True, "task_reject_on_worker_lost": True,
                           "worker_prefetch_multiplier": 1, "task_default_queue": settings.celery_queue},
     }}}
+
+
+def _environment_reference(settings: Settings, name: str) -> object:
+    """``{"env": VAR}`` for the setting ``name``, or its documented default as it is: a process
+    that keeps the default need not have the variable set, and the default holds no secret."""
+    value = getattr(settings, name)
+    if value == type(settings).model_fields[name].default:
+        return value
+    return {"env": type(settings).env_var(name)}

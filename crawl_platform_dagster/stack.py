@@ -29,6 +29,7 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.pipeline.submission import OUT_OF_REACH, build_crawl_request, submit_crawl
+from crawl_platform.redaction import redact_passwords
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import one_line
 from crawl_platform_dagster.daemon import WARM_MESSAGE
@@ -391,7 +392,8 @@ def run_worker(settings: Settings, concurrency: int) -> int:
     env["CRAWL_LAKE_PATH"] = str(settings.lake_path.resolve())
     # dagster-celery starts `celery` from PATH: make it this environment's.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    print(f"Celery worker on {settings.celery_broker} (concurrency {concurrency}); Ctrl-C stops it", flush=True)
+    print(f"Celery worker on {redact_passwords(settings.celery_broker)} (concurrency {concurrency}); Ctrl-C stops it",
+          flush=True)
     try:
         return subprocess.call(celery_worker_argv(settings, concurrency), env=env)
     except KeyboardInterrupt:

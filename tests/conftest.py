@@ -164,15 +164,42 @@ def fresh_postgres_database() -> Iterator[str]:
         admin.close()
 
 
-def lake_catalog(postgres_url: str, user: str = "postgres") -> str:
+def lake_catalog(postgres_url: str, user: str = "postgres", password: str = "") -> str:
     """The ``CRAWL_LAKE_CATALOG`` value of a lake whose catalog is the database at ``postgres_url``."""
-    return f"postgres:dbname={postgres_url.rsplit('/', 1)[1]} host=127.0.0.1 user={user}"
+    catalog = f"postgres:dbname={postgres_url.rsplit('/', 1)[1]} host=127.0.0.1 user={user}"
+    return f"{catalog} password={password}" if password else catalog
 
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     with fresh_postgres_database() as url:
         yield url
+
+
+CATALOG_PASSWORD = "Pw-n3ver-sh0wn"  # a test role's password, which nothing may show
+
+
+@pytest.fixture
+def password_catalog() -> Iterator[str]:
+    """The ``CRAWL_LAKE_CATALOG`` of a fresh database owned by a role of its own, with the role's
+    password (:data:`CATALOG_PASSWORD`) in the connection string. Whether the server checks it (it
+    trusts loopback on this machine) or not, nothing that shows the catalog may show the password."""
+    import psycopg2  # noqa: PLC0415 - only the tests that need PostgreSQL pay for it
+
+    role = f"crawl_secret_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(POSTGRES_ADMIN_URL)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE ROLE {role} LOGIN PASSWORD %s", [CATALOG_PASSWORD])
+    try:
+        with fresh_postgres_database() as url:
+            with admin.cursor() as cur:
+                cur.execute(f'ALTER DATABASE "{url.rsplit("/", 1)[1]}" OWNER TO {role}')
+            yield lake_catalog(url, user=role, password=CATALOG_PASSWORD)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.close()
 
 
 @pytest.fixture

@@ -6,14 +6,20 @@ one-line reason. :class:`Notifier` holds the configured senders (``CRAWL_ALERT_W
 any channel took it. One that no channel took is kept and sent again later (the caller's cursor,
 or an :class:`AlertOutbox` for alerts about events seen once, such as a failed run), so a webhook
 that is down delays alerts instead of losing them. The webhook body is ``{"text": ...}``, which
-Slack, Mattermost and Rocket.Chat incoming webhooks accept; the e-mail is plain text. The SMTP
-password is a secret and is never logged.
+Slack, Mattermost and Rocket.Chat incoming webhooks accept; the e-mail is plain text.
+
+Secrets stay out of the errors, which the sensors log: a webhook URL's path is its bearer token
+(Slack's ``/services/...``), so an error names the webhook by scheme and host alone and has the
+URL taken out of the HTTP client's text; the SMTP password is never shown. STARTTLS checks the
+server's certificate against the system's CAs (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` add a private
+CA) and its name against the configured host, so the password goes to no one else.
 """
 
 from __future__ import annotations
 
 import json
 import smtplib
+import ssl
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Protocol
@@ -22,6 +28,7 @@ import requests
 
 from crawl_platform.alerting.alerts import Alert
 from crawl_platform.config import Settings
+from crawl_platform.redaction import redact_url_path, scrub, url_secrets
 
 SEND_TIMEOUT_S = 10.0
 
@@ -52,9 +59,14 @@ class WebhookSender:
         try:
             response = requests.post(self.url, json={"text": alert.text}, timeout=self.timeout_s)
         except requests.RequestException as err:
-            raise AlertDeliveryError(f"webhook {self.url}: {type(err).__name__}: {err}") from None
+            raise AlertDeliveryError(self._error(f"{type(err).__name__}: {err}")) from None
         if not 200 <= response.status_code < 300:
-            raise AlertDeliveryError(f"webhook {self.url}: HTTP {response.status_code} {response.text[:200]!r}")
+            raise AlertDeliveryError(self._error(f"HTTP {response.status_code} {response.text[:200]!r}"))
+
+    def _error(self, reason: str) -> str:
+        """One line naming the webhook without its secret path, which ``reason`` loses as well
+        (requests quotes the URL's path in a connection error)."""
+        return f"webhook {redact_url_path(self.url)}: {scrub(' '.join(reason.split()), url_secrets(self.url))}"
 
 
 class EmailSender:
@@ -85,10 +97,13 @@ class EmailSender:
         try:
             with smtplib.SMTP(self.host, self.port, timeout=self.timeout_s) as smtp:
                 if self.starttls:
-                    smtp.starttls()
+                    smtp.starttls(context=ssl.create_default_context())
                 if self.user:
                     smtp.login(self.user, self._password)
                 smtp.send_message(self.message(alert))
+        except ssl.SSLCertVerificationError as err:
+            raise AlertDeliveryError(f"e-mail via {self.host}:{self.port}: the server's certificate did not verify "
+                                     f"({err.verify_message}); SSL_CERT_FILE names a CA file to trust") from None
         except (OSError, smtplib.SMTPException) as err:
             raise AlertDeliveryError(f"e-mail via {self.host}:{self.port}: {type(err).__name__}: {err}") from None
 

@@ -62,7 +62,7 @@ def show(settings: Settings, args: argparse.Namespace) -> int:
 def _stored_version(store: CrawlStore, args: argparse.Namespace) -> tuple[Any, ...]:
     """(url, version, crawl, fetched_at, warc_file, offset, length) of the version to show."""
     if not store.exists():
-        raise _NothingStoredError(f"no lake at {store.location.catalog}: nothing stored yet")
+        raise _NothingStoredError(f"no lake at {store.location.shown_catalog}: nothing stored yet")
     try:
         url = canonicalize(args.url)
     except InvalidURLError as err:
@@ -96,7 +96,7 @@ def export(settings: Settings, args: argparse.Namespace) -> int:
 
     store = CrawlStore.from_settings(settings)
     if not store.exists():
-        return _fail(f"no lake at {store.location.catalog}: no crawl {args.crawl!r}", EXIT_USAGE)
+        return _fail(f"no lake at {store.location.shown_catalog}: no crawl {args.crawl!r}", EXIT_USAGE)
     tables = args.table or ["pages", "documents", "links"]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as bar:

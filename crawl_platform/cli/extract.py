@@ -37,7 +37,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     rules = load_rules(args.rules) if args.rules is not None else None
     store = CrawlStore.from_settings(settings)
     if not store.exists():
-        raise UnknownCrawlError(f"no crawl {args.crawl_id!r} (no lake at {store.location.catalog})")
+        raise UnknownCrawlError(f"no crawl {args.crawl_id!r} (no lake at {store.location.shown_catalog})")
     from crawl_platform.extract.records import set_rules  # noqa: PLC0415 - see TYPE_CHECKING above
 
     if rules is not None:

@@ -69,14 +69,14 @@ def restore(settings: Settings, args: argparse.Namespace) -> int:
     manifest = restore_lake(Path(args.src), target, replace=args.force,
                             archive_root=CrawlStore.from_settings(settings).archive_root)
     print(f"restored snapshot {manifest.snapshot_id} ({manifest.snapshot_time}) of {manifest.source} "
-          f"into {target.catalog}: {_rows(manifest.tables)}")
+          f"into {target.shown_catalog}: {_rows(manifest.tables)}")
     return 0
 
 
 def migrate(settings: Settings, args: argparse.Namespace) -> int:
     store = CrawlStore.from_settings(settings)
     done = migrate_file(Path(args.file), store, replace=args.force)
-    print(f"imported {args.file} into {store.location.catalog}: {_rows(done.tables)}")
+    print(f"imported {args.file} into {store.location.shown_catalog}: {_rows(done.tables)}")
     if args.force:
         print(f"the lake's earlier contents stay readable AT (VERSION => {done.previous_snapshot_id})")
     return 0

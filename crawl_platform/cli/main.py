@@ -281,7 +281,7 @@ def _schedule(settings: Settings, args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_USAGE)
     store = CrawlStore.from_settings(settings)
     if not store.exists():
-        return fail(f"no crawl {args.crawl_id!r} (no lake at {store.location.catalog})", EXIT_USAGE)
+        return fail(f"no crawl {args.crawl_id!r} (no lake at {store.location.shown_catalog})", EXIT_USAGE)
     try:
         family = set_schedule(store, args.crawl_id, schedule)
     except UnknownCrawlError as exc:
@@ -378,7 +378,7 @@ def _line(s: CrawlStatus) -> str:
 def _status(settings: Settings, crawl_id: str | None) -> int:
     store = CrawlStore.from_settings(settings, threads=1)
     if not store.exists():
-        print(f"no crawls yet (no lake at {store.location.catalog})")
+        print(f"no crawls yet (no lake at {store.location.shown_catalog})")
         return 0
     rows = FrontierReadModel(store).status(crawl_id)  # the store alone: no Kafka client
     if not rows:

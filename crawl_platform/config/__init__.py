@@ -43,16 +43,20 @@ class Settings(OperationsSettings, FetchSettings, RunSettings, LakeSettings, Bus
         per_request_s = max(self.host_delay_ms, 10) / 1000.0
         return max(100, min(5_000, int(self.batch_seconds / per_request_s * max(1.0, hosts_per_partition))))
 
+    @classmethod
+    def env_var(cls, name: str) -> str:
+        """The environment variable that sets the field ``name``."""
+        alias = cls.model_fields[name].validation_alias
+        return str(alias.choices[0]) if isinstance(alias, AliasChoices) else name.upper()
+
     def to_env(self) -> dict[str, str]:
         """Every setting as the environment variable that sets it (hands settings to child processes)."""
         env = {}
-        for name, info in type(self).model_fields.items():
-            alias = info.validation_alias
-            var = alias.choices[0] if isinstance(alias, AliasChoices) else name.upper()
+        for name in type(self).model_fields:
             value = getattr(self, name)
             if isinstance(value, SecretStr):  # a child process needs the secret itself
                 value = value.get_secret_value()
-            env[str(var)] = json.dumps(value) if isinstance(value, dict | list) else str(value)
+            env[self.env_var(name)] = json.dumps(value) if isinstance(value, dict | list) else str(value)
         return env
 
     def secrets(self) -> dict[str, str]:

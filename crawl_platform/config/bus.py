@@ -20,13 +20,13 @@ class BusSettings(BaseSettings):
     )
     kafka_client_config: dict[str, str] = Field(
         default_factory=dict,
-        validation_alias=AliasChoices("KAFKA_CLIENT_CONFIG", "kafka_client_config"),
+        validation_alias=AliasChoices("KAFKA_CLIENT_CONFIG", "kafka_client_config"), repr=False,
         description="Extra librdkafka settings as JSON (security.protocol, sasl.*, ssl.*), "
-        "passed to every producer, consumer and admin client.",
+        "passed to every producer, consumer and admin client (sasl.password makes it a secret: never shown).",
     )
     kafka_producer_config: dict[str, str] = Field(
         default_factory=dict,
-        validation_alias=AliasChoices("KAFKA_PRODUCER_CONFIG", "kafka_producer_config"),
+        validation_alias=AliasChoices("KAFKA_PRODUCER_CONFIG", "kafka_producer_config"), repr=False,
         description="Extra librdkafka producer settings as JSON.",
     )
     kafka_exact_log_ends: bool = Field(

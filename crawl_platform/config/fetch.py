@@ -92,7 +92,7 @@ class FetchSettings(BaseSettings):
         description="After a slower response its host waits as long again before the next request.",
     )
     proxies: list[str] = Field(
-        default_factory=list, validation_alias=AliasChoices("CRAWL_PROXIES", "proxies"),
+        default_factory=list, validation_alias=AliasChoices("CRAWL_PROXIES", "proxies"), repr=False,
         description="JSON list of proxy URLs used in rotation; write a password as ${ENV_VAR} so it stays "
         "in the environment. A failing proxy sits out 60 s.",
     )

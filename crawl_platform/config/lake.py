@@ -32,10 +32,11 @@ class LakeSettings(BaseSettings):
         "data files (data/), unless CRAWL_LAKE_CATALOG or CRAWL_LAKE_DATA_PATH say otherwise.",
     )
     lake_catalog: str = Field(
-        "", validation_alias=AliasChoices("CRAWL_LAKE_CATALOG", "lake_catalog"),
+        "", validation_alias=AliasChoices("CRAWL_LAKE_CATALOG", "lake_catalog"), repr=False,
         description="The lake's catalog: empty for the embedded SQLite file under CRAWL_LAKE_PATH, "
         "sqlite:PATH for another file, or postgres:DSN (e.g. postgres:dbname=crawl host=pg.internal "
-        "user=crawler) for a catalog every machine shares.",
+        "user=crawler) for a catalog every machine shares. A password in the DSN is shown as ***; "
+        "PGPASSWORD or a .pgpass file keep it out of the DSN.",
     )
     lake_data_path: str = Field(
         "", validation_alias=AliasChoices("CRAWL_LAKE_DATA_PATH", "lake_data_path"),

@@ -28,8 +28,9 @@ class OperationsSettings(BaseSettings):
 
     # --- Alerting, monitoring and partition retention -------------------------------------------
     alert_webhook_url: str = Field(
-        "", validation_alias=AliasChoices("CRAWL_ALERT_WEBHOOK_URL", "alert_webhook_url"),
-        description='Webhook alerts are POSTed to as Slack-compatible JSON {"text": ...}; empty: none.',
+        "", validation_alias=AliasChoices("CRAWL_ALERT_WEBHOOK_URL", "alert_webhook_url"), repr=False,
+        description='Webhook alerts are POSTed to as Slack-compatible JSON {"text": ...}; empty: none. Its '
+        "path is a secret (Slack's token): errors show only its scheme and host.",
     )
     alert_smtp_host: str = Field(
         "", validation_alias=AliasChoices("CRAWL_ALERT_SMTP_HOST", "alert_smtp_host"),

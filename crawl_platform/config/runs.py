@@ -74,16 +74,17 @@ class RunSettings(BaseSettings):
     )
     celery_broker: str = Field(
         "pyamqp://guest:guest@127.0.0.1:5672//",
-        validation_alias=AliasChoices("CRAWL_CELERY_BROKER", "celery_broker"),
-        description="Celery broker URL (RabbitMQ pyamqp://… or Redis redis://…).",
+        validation_alias=AliasChoices("CRAWL_CELERY_BROKER", "celery_broker"), repr=False,
+        description="Celery broker URL (RabbitMQ pyamqp://… or Redis redis://…). Its password is a secret: "
+        "a batch run's config names this variable, and the run and the workers read it from their environment.",
     )
     celery_queue: str = Field(
         "crawl-platform", validation_alias=AliasChoices("CRAWL_CELERY_QUEUE", "celery_queue"),
         description="Celery queue of this deployment's batch steps; its workers consume only this queue.",
     )
     celery_backend: str = Field(
-        "rpc://", validation_alias=AliasChoices("CRAWL_CELERY_BACKEND", "celery_backend"),
-        description="Celery result backend (rpc:// with RabbitMQ, or redis://…).",
+        "rpc://", validation_alias=AliasChoices("CRAWL_CELERY_BACKEND", "celery_backend"), repr=False,
+        description="Celery result backend (rpc:// with RabbitMQ, or redis://…); a secret like the broker URL.",
     )
 
     def continue_seconds(self) -> float:

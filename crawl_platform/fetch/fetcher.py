@@ -25,7 +25,7 @@ from urllib.parse import urljoin
 from crawl_platform.config import Settings
 from crawl_platform.fetch.netguard import BlockedAddressError, NetworkGuard
 from crawl_platform.fetch.politeness import HostPacer, HostRecord, origin_of
-from crawl_platform.fetch.proxies import ProxyPool, redact
+from crawl_platform.fetch.proxies import ProxyPool
 from crawl_platform.fetch.results import HTML_TYPES, FetchRequest, FetchResult, RedirectHop
 from crawl_platform.fetch.retry import RetryPolicy, parse_retry_after
 from crawl_platform.fetch.robots import RobotsCache, fetch_robots_txt
@@ -37,6 +37,7 @@ from crawl_platform.fetch.transport import (
     TransportError,
 )
 from crawl_platform.fetch.turns import HostTurns
+from crawl_platform.redaction import redact_passwords as redact
 from crawl_platform.urls import InvalidURLError, canonicalize
 
 # The request and result types live in results.py; callers import them from here.

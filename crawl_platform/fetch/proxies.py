@@ -5,7 +5,8 @@ an environment variable, ``http://crawler:${PROXY_PASSWORD}@proxy.example:3128``
 lives where secrets live and not in the settings. The fetcher asks :meth:`ProxyPool.pick` for a
 proxy per request (round robin over the healthy ones), reports a proxy that failed with
 :meth:`ProxyPool.failed` (it sits out ``cooldown_s``), and shows proxies only through
-:func:`redact`, which also scrubs credentials from any error text before it is stored or logged.
+:func:`~crawl_platform.redaction.redact_passwords`, which also scrubs credentials from any error
+text before it is stored or logged.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import time
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
+from crawl_platform.redaction import redact_passwords as redact
+
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@]*):[^/\s@]*@", re.I)
 
 
 class ProxyConfigError(ValueError):
@@ -34,11 +36,6 @@ def expand_credentials(proxy_url: str, environ: Mapping[str, str]) -> str:
         return environ[name]
 
     return _ENV_REF.sub(value, proxy_url)
-
-
-def redact(text: str) -> str:
-    """``http://user:secret@host`` -> ``http://user:***@host`` wherever it occurs in ``text``."""
-    return _USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:***@", text)
 
 
 class ProxyPool:

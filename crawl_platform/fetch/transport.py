@@ -38,7 +38,8 @@ from urllib3.util import connection as urllib3_connection
 
 from crawl_platform.fetch.deadlines import WATCHDOG, Deadline, ExpiredDeadlineError
 from crawl_platform.fetch.netguard import BlockedAddressError, NetworkGuard
-from crawl_platform.fetch.proxies import ProxyPool, redact
+from crawl_platform.fetch.proxies import ProxyPool
+from crawl_platform.redaction import redact_passwords as redact
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ class Manifest:
     snapshot_id: int  # the source lake's snapshot the tables were read at
     snapshot_time: str  # ISO 8601, UTC: when that snapshot was committed
     created_at: str  # ISO 8601, UTC: when the backup was made
-    source: str  # the source lake's catalog
+    source: str  # the source lake's catalog, as shown (no password: a restore names its own target)
     duckdb_version: str  # the hashes are of rows as this DuckDB renders them to JSON
     tables: dict[str, TableFingerprint]
     archive_files: int = 0  # WARC files the snapshot's pages point into, copied to archive/
@@ -93,21 +93,21 @@ def backup_lake(store: CrawlStore, dest: Path, snapshot: int | None = None) -> M
     always a whole backup.
     """
     if not store.exists():
-        raise TransferRefusedError(f"there is no lake at {store.location.catalog} to back up")
+        raise TransferRefusedError(f"there is no lake at {store.location.shown_catalog} to back up")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise TransferRefusedError(f"the backup destination {dest} exists and is not empty: name a new folder")
     created = not dest.exists()
     dest.mkdir(parents=True, exist_ok=True)
     target = CrawlStore(backup_location(dest), store.write_timeout_s)
     try:
-        source = Source.lake(store.location, f"the lake {store.location.catalog}")
+        source = Source.lake(store.location, f"the lake {store.location.shown_catalog}")
         with write_transaction(target, source) as con:
             snapshot_id, snapshot_time = _snapshot(con, source.alias, snapshot)
             tables = copy_tables(con, {t: f"{source.alias}.main.{t} AT (VERSION => {snapshot_id})" for t in TABLES})
             warc_files = _archive_files(con, f"{source.alias}.main.pages AT (VERSION => {snapshot_id})")
         _copy_archive(warc_files, store.archive_root, dest / ARCHIVE)
-        manifest = Manifest(snapshot_id, snapshot_time, _now(), store.location.catalog, duckdb.__version__, tables,
-                            len(warc_files))
+        manifest = Manifest(snapshot_id, snapshot_time, _now(), store.location.shown_catalog, duckdb.__version__,
+                            tables, len(warc_files))
         staged = dest / f"{MANIFEST}.tmp"
         staged.write_text(manifest.to_json())
         staged.replace(dest / MANIFEST)  # last, and atomically: a manifest means a whole backup
@@ -141,7 +141,7 @@ def restore_lake(src: Path, target_location: LakeLocation, *, replace: bool = Fa
     try:
         source = Source.lake(location, f"the backup in {src}", moved=True)  # backups are copied around
         with write_transaction(target, source) as con:
-            refuse_unless_empty(con, target_location.catalog, replace)
+            refuse_unless_empty(con, target_location.shown_catalog, replace)
             # Before the tables commit: no restored row points at a file not there yet.
             _copy_archive(warc_files, src / ARCHIVE, target.archive_root)
             landed = copy_tables(con, {t: f"{source.alias}.main.{t}" for t in TABLES})

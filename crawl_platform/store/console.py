@@ -26,7 +26,7 @@ from rich.text import Text
 
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
-from crawl_platform.store.location import LAKE
+from crawl_platform.store.location import LAKE, LakeLocation
 from crawl_platform.store.transfer import connect, one_line
 
 PROMPT = "lake> "
@@ -96,11 +96,16 @@ class LakeSession:
     """A DuckDB connection with the lake attached as ``lake`` and in use. ``write_lock`` (None
     when read-only) is held around each statement."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, catalog: str,
+    def __init__(self, con: duckdb.DuckDBPyConnection, location: LakeLocation,
                  write_lock: Callable[[], AbstractContextManager[None]] | None = None) -> None:
         self.con = con
-        self.catalog = catalog
+        self.location = location
         self.write_lock = write_lock
+
+    @property
+    def catalog(self) -> str:
+        """The lake's catalog as it may be shown (without its password)."""
+        return self.location.shown_catalog
 
     @classmethod
     def open(cls, store: CrawlStore, *, write: bool = False) -> LakeSession:
@@ -108,7 +113,7 @@ class LakeSession:
         unless ``write``. Raises :class:`StoreUnavailableError` when it cannot be attached."""
         location = store.location
         if not store.exists():
-            raise StoreUnavailableError(f"there is no lake at {location.catalog} yet "
+            raise StoreUnavailableError(f"there is no lake at {location.shown_catalog} yet "
                                         "(nothing has landed, or CRAWL_LAKE_PATH points elsewhere)")
         con = connect(location.kind)
         try:
@@ -116,11 +121,12 @@ class LakeSession:
             con.execute(f"USE {LAKE}")
         except duckdb.Error as err:
             con.close()
-            raise StoreUnavailableError(f"cannot open the lake {location.catalog}: {one_line(err)}") from None
+            message = f"cannot open the lake {location.catalog}: {one_line(err)}"
+            raise StoreUnavailableError(location.scrub(message)) from None
         except BaseException:
             con.close()
             raise
-        return cls(con, location.catalog, store.lake_write_lock if write else None)
+        return cls(con, location, store.lake_write_lock if write else None)
 
     def run(self, sql: str, printer: ResultPrinter) -> None:
         """Run every statement in ``sql`` in turn and print each result; the first that fails
@@ -143,7 +149,7 @@ class LakeSession:
                 message = one_line(err)
                 if self.write_lock is None and "read-only mode" in message:
                     message += " (crawl-platform sql --write attaches it read-write)"
-                raise QueryError(message) from None
+                raise QueryError(self.location.scrub(message)) from None
 
     def _execute(self, statement: duckdb.Statement) -> _Result | None:
         result = self.con.execute(statement)

@@ -94,7 +94,7 @@ class CrawlStore:
         Waits for the lake's write lock, up to ``write_timeout_s``; afterwards
         :attr:`last_snapshot_id` is the snapshot it committed."""
         instance = self._instance()
-        with self._write_lock, self._lake_write_lock():
+        with scrubbed_errors(self.location), self._write_lock, self._lake_write_lock():
             con = instance.cursor()
             try:
                 with transaction(con):
@@ -111,7 +111,7 @@ class CrawlStore:
         which must not share one transaction: a file cleanup inside it would delete files before
         the commit that stops referencing them. Readers still never wait."""
         instance = self._instance()
-        with self._write_lock, self._lake_write_lock():
+        with scrubbed_errors(self.location), self._write_lock, self._lake_write_lock():
             con = instance.cursor()
             try:
                 self._use_lake(con)
@@ -124,12 +124,13 @@ class CrawlStore:
         """A cursor reading one consistent snapshot of the lake (never waits for writers)."""
         con = self._instance().cursor()
         try:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                self._use_lake(con)
-                yield con
-            finally:
-                con.execute("ROLLBACK")
+            with scrubbed_errors(self.location):
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    self._use_lake(con)
+                    yield con
+                finally:
+                    con.execute("ROLLBACK")
         finally:
             con.close()
 
@@ -201,7 +202,8 @@ class CrawlStore:
             try:
                 self._attach(engine, create=True)
             except duckdb.Error as err:
-                raise StoreUnavailableError(_one_line(f"cannot open the lake {location.catalog}: {err}")) from None
+                message = _one_line(f"cannot open the lake {location.catalog}: {err}")
+                raise StoreUnavailableError(location.scrub(message)) from None
         return engine
 
     def _attach(self, engine: duckdb.DuckDBPyConnection, create: bool) -> None:
@@ -247,7 +249,7 @@ class CrawlStore:
         sqlite_path = self.location.sqlite_path
         if sqlite_path is not None:
             return _sqlite_catalog_ready(sqlite_path)
-        return _postgres_catalog_ready(self.location.catalog)
+        return _postgres_catalog_ready(self.location)
 
     @contextmanager
     def _lake_write_lock(self) -> Iterator[None]:
@@ -263,6 +265,27 @@ class CrawlStore:
         else:
             with advisory_lock(self.location.catalog.split(":", 1)[1], deadline, self.write_timeout_s):
                 yield
+
+
+@contextmanager
+def scrubbed_errors(*locations: LakeLocation) -> Iterator[None]:
+    """Raise an error of the block again with the passwords of the lakes' catalogs taken out of
+    its message (same type, nothing chained: Dagster shows a chained error too). DuckDB repeats a
+    PostgreSQL catalog's whole connection string in the error of any statement that finds the
+    catalog out of reach, and the store's own errors quote DuckDB's."""
+    try:
+        yield
+    except Exception as err:
+        message = clean = str(err)
+        for location in locations:
+            clean = location.scrub(clean)
+        if clean == message:
+            raise
+        try:
+            scrubbed = type(err)(clean)
+        except Exception:  # a type built from other arguments: the message matters more than the type
+            scrubbed = RuntimeError(clean)
+        raise scrubbed from None
 
 
 @contextmanager
@@ -383,13 +406,14 @@ def _sqlite_catalog_ready(path: Path) -> bool:
     return wal and table is not None
 
 
-def _postgres_catalog_ready(catalog: str) -> bool:
+def _postgres_catalog_ready(location: LakeLocation) -> bool:
     import psycopg2  # noqa: PLC0415 - only a PostgreSQL catalog needs it
 
     try:
-        conn = psycopg2.connect(catalog.split(":", 1)[1], connect_timeout=10)
+        conn = psycopg2.connect(location.catalog.split(":", 1)[1], connect_timeout=10)
     except psycopg2.Error as err:
-        raise StoreUnavailableError(_one_line(f"cannot open the lake {catalog}: {err}")) from None
+        message = _one_line(f"cannot open the lake {location.catalog}: {err}")
+        raise StoreUnavailableError(location.scrub(message)) from None
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT to_regclass(%s) IS NOT NULL", [_CATALOG_TABLE])

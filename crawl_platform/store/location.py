@@ -1,7 +1,10 @@
 """Where a lake lives: its catalog and its data path, and the ``ATTACH`` that opens it in DuckDB.
 
 :class:`LakeLocation` is what :class:`crawl_platform.store.database.CrawlStore`, the lake commands
-(console, backup, copy) and any DuckDB client need to find a lake; it opens nothing itself.
+(console, backup, copy) and any DuckDB client need to find a lake; it opens nothing itself. A
+PostgreSQL catalog's connection string may hold a password: the location is shown only as
+:attr:`LakeLocation.shown_catalog`, and an error that may echo the connection string (DuckDB's do)
+passes through :meth:`LakeLocation.scrub` (:mod:`crawl_platform.redaction`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crawl_platform.config import Settings
+from crawl_platform.redaction import passwords, redact_passwords, scrub
 
 LAKE = "lake"  # the name a client attaches the lake under (README, `crawl-platform sql`)
 
@@ -18,12 +22,15 @@ LAKE = "lake"  # the name a client attaches the lake under (README, `crawl-platf
 _STORED_DATA_PATH = re.compile(r'does not match existing data path in the catalog "([^"]*)"')
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LakeLocation:
     """Where a lake lives: its catalog (``sqlite:PATH`` or ``postgres:DSN``) and its data path."""
 
-    catalog: str
+    catalog: str  # used to connect, never shown: see shown_catalog
     data_path: str
+
+    def __repr__(self) -> str:
+        return f"LakeLocation({self.shown_catalog!r}, {self.data_path!r})"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LakeLocation:
@@ -36,6 +43,22 @@ class LakeLocation:
         if "://" not in data:
             data = str(Path(data).resolve())
         return cls(catalog, data.rstrip("/") + "/")
+
+    @property
+    def shown_catalog(self) -> str:
+        """The catalog as errors, logs, run metadata, backups and the command line show it: a
+        PostgreSQL catalog's password as ``***`` (libpq reads it from ``PGPASSWORD`` or a
+        ``.pgpass`` file as well, where it is never in the connection string)."""
+        return redact_passwords(self.catalog)
+
+    def scrub(self, text: str) -> str:
+        """``text``, an error of DuckDB or of the PostgreSQL driver about this lake, without the
+        catalog's password (DuckDB repeats the whole connection string in its errors); as it is
+        when the catalog holds none."""
+        secrets = passwords(self.catalog)
+        if not secrets:
+            return text
+        return scrub(text.replace(self.catalog, self.shown_catalog), secrets)
 
     @property
     def kind(self) -> str:

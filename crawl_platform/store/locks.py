@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from crawl_platform.redaction import passwords, scrub
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
 
 ADVISORY_KEY = 0x63726177  # "craw": the lake-wide write lock in the PostgreSQL catalog database
@@ -59,7 +60,9 @@ def advisory_lock(dsn: str, deadline: float, timeout_s: float) -> Iterator[None]
     try:
         conn = psycopg2.connect(dsn, connect_timeout=10)
     except psycopg2.Error as err:
-        raise StoreUnavailableError(one_line(f"cannot reach the lake catalog on PostgreSQL: {err}")) from None
+        # The driver's error may quote the connection string (an unparsable one, in part).
+        raise StoreUnavailableError(scrub(one_line(f"cannot reach the lake catalog on PostgreSQL: {err}"),
+                                          passwords(dsn))) from None
     try:
         conn.autocommit = True
         with conn.cursor() as cur:

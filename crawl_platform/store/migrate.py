@@ -80,6 +80,6 @@ def migrate_file(path: Path, store: CrawlStore, *, replace: bool = False) -> Mig
     present = old_tables(path)
     with write_transaction(store, Source.duckdb_file(path)) as con:
         previous = current_snapshot(con, "target")
-        refuse_unless_empty(con, store.location.catalog, replace)
+        refuse_unless_empty(con, store.location.shown_catalog, replace)
         tables = copy_tables(con, {t: f"source.main.{t}" for t in present}, renames=RENAMES)
     return Migration(tables, previous)

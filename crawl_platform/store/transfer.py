@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import CrawlStore, new_engine, transaction
+from crawl_platform.store.database import CrawlStore, new_engine, scrubbed_errors, transaction
 from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.location import LakeLocation
@@ -90,7 +90,7 @@ def row_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 def refuse_unless_empty(con: duckdb.DuckDBPyConnection, catalog: str, replace: bool) -> None:
     """Raise :class:`TransferRefusedError` when the lake ``con`` writes holds crawl data and the
-    caller may not ``replace`` it."""
+    caller may not ``replace`` it (``catalog`` names that lake in the error, as it may be shown)."""
     held = {table: n for table, n in row_counts(con).items() if n}
     if held and not replace:
         rows = ", ".join(f"{n} {table}" for table, n in held.items())
@@ -163,12 +163,17 @@ def connect(*catalog_kinds: str) -> duckdb.DuckDBPyConnection:
 @dataclass(frozen=True)
 class Source:
     """What a copy reads, attached read-only under ``alias`` by ``attach_sql``; ``what`` names it
-    in errors, ``catalog_kind`` is the catalog of a lake source (None: a plain DuckDB file)."""
+    in errors, ``location`` is a lake source's (None: a plain DuckDB file)."""
 
     alias: str
-    attach_sql: str
+    attach_sql: str = field(repr=False)  # holds a PostgreSQL catalog's connection string
     what: str
-    catalog_kind: str | None = None
+    location: LakeLocation | None = None
+
+    @property
+    def catalog_kind(self) -> str | None:
+        """The catalog driver a lake source needs (None: a plain DuckDB file)."""
+        return self.location.kind if self.location else None
 
     @classmethod
     def lake(cls, location: LakeLocation, what: str, *, moved: bool = False) -> Source:
@@ -177,7 +182,7 @@ class Source:
         attach = location.attach_sql(read_only=True, alias="source")
         if moved:
             attach = attach[:-1] + ", OVERRIDE_DATA_PATH TRUE)"
-        return cls("source", attach, what, location.kind)
+        return cls("source", attach, what, location)
 
     @classmethod
     def duckdb_file(cls, path: Path) -> Source:
@@ -193,15 +198,17 @@ def write_transaction(target: CrawlStore, source: Source) -> Iterator[duckdb.Duc
     lock throughout. A lake or source that cannot be attached raises :class:`StoreUnavailableError`."""
     target.ensure_schema()
     con = connect(target.location.kind, *([source.catalog_kind] if source.catalog_kind else []))
+    lakes = [target.location, *([source.location] if source.location else [])]
     try:
-        for sql, what in ((target.location.attach_sql(alias="target"), f"the lake {target.location.catalog}"),
-                          (source.attach_sql, source.what)):
-            try:
-                con.execute(sql)
-            except duckdb.Error as err:
-                raise StoreUnavailableError(f"cannot open {what}: {one_line(err)}") from None
-        con.execute("USE target")
-        with target.lake_write_lock(), transaction(con):
-            yield con
+        with scrubbed_errors(*lakes):
+            for sql, what in ((target.location.attach_sql(alias="target"), f"the lake {target.location.shown_catalog}"),
+                              (source.attach_sql, source.what)):
+                try:
+                    con.execute(sql)
+                except duckdb.Error as err:
+                    raise StoreUnavailableError(f"cannot open {what}: {one_line(err)}") from None
+            con.execute("USE target")
+            with target.lake_write_lock(), transaction(con):
+                yield con
     finally:
         con.close()

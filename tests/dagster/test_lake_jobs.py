@@ -8,13 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
-from dagster import materialize
+from dagster import materialize, serialize_value
 
+from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.messages import FrontierURL
+from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.schema import TABLES
 from crawl_platform_dagster.assets.lake import lake_backup_job, lake_maintenance, lake_maintenance_job
 from crawl_platform_dagster.definitions import defs
 from crawl_platform_dagster.sensors.lake import lake_maintenance_daily
+from tests.conftest import CATALOG_PASSWORD
 from tests.dagster.conftest import RESOURCES
 from tests.unit.crawl_rows import fetch_result, land, page_html
 
@@ -126,3 +129,47 @@ def test_backup_job_refuses_a_destination_that_is_not_empty(lake_env, instance, 
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     assert "exists and is not empty" in failure.step_failure_data.error.message
     assert [p.name for p in dest.iterdir()] == ["something"]
+
+
+def _everything_recorded(instance, run_id: str) -> str:
+    """All the instance keeps of a run, as the UI reads it: its config, tags and every event."""
+    run = instance.get_run_by_id(run_id)
+    return serialize_value([run.run_config, run.tags, *instance.all_logs(run_id)])
+
+
+def test_a_backup_run_records_its_catalog_without_the_password(store_settings, instance, tmp_path, monkeypatch,
+                                                                password_catalog):
+    monkeypatch.setenv("CRAWL_LAKE_PATH", str(store_settings.lake_path))
+    monkeypatch.setenv("CRAWL_LAKE_CATALOG", password_catalog)
+    monkeypatch.setenv("CRAWL_LAKE_DATA_PATH", str(tmp_path / "pg-data"))
+    store = CrawlStore.from_settings(store_settings.model_copy(update={
+        "lake_catalog": password_catalog, "lake_data_path": str(tmp_path / "pg-data")}))
+    urls = [f"http://jobs.test/p{k}" for k in range(3)]
+    land(store, "b0", [FrontierURL("jobs", u, 1) for u in urls], [fetch_result(u, page_html(u)) for u in urls])
+
+    result = lake_backup_job.execute_in_process(
+        instance=instance, resources=RESOURCES,
+        run_config={"ops": {"lake_backup": {"config": {"dest": str(tmp_path / "bk")}}}})
+
+    assert result.success
+    _, meta = _backup_output(result)
+    assert meta["source"] == password_catalog.replace(CATALOG_PASSWORD, "***")
+    assert meta["rows_pages"] == 3
+    assert CATALOG_PASSWORD not in _everything_recorded(instance, result.run_id)
+
+
+def test_a_run_that_cannot_reach_the_catalog_fails_without_showing_its_password(store_settings, instance,
+                                                                                 monkeypatch):
+    port = free_port()
+    catalog = f"postgres:dbname=crawl host=127.0.0.1 port={port} user=crawler password={CATALOG_PASSWORD}"
+    monkeypatch.setenv("CRAWL_LAKE_PATH", str(store_settings.lake_path))
+    monkeypatch.setenv("CRAWL_LAKE_CATALOG", catalog)
+
+    result = defs.get_job_def(lake_maintenance_job.name).execute_in_process(instance=instance, raise_on_error=False)
+
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.error.message.startswith(
+        f"dagster._core.definitions.events.Failure: cannot open the lake postgres:dbname=crawl host=127.0.0.1 "
+        f"port={port} user=crawler password=***: ")
+    assert CATALOG_PASSWORD not in _everything_recorded(instance, result.run_id)

@@ -158,6 +158,37 @@ def test_celery_executor_fans_each_batch_out_into_four_shards(crawl_env, bus, in
     assert request.run_config["ops"]["crawl_batch"]["ops"]["plan_batch"]["config"]["shards"] == 4
 
 
+def test_a_celery_batch_run_names_the_broker_variables_and_its_config_holds_no_password(crawl_env, bus, instance,
+                                                                                       monkeypatch):
+    broker, backend = "pyamqp://crawler:Br0ker-pw@rabbit.internal:5672//", "redis://:R3sult-pw@redis.internal:6379/1"
+    monkeypatch.setenv("CRAWL_EXECUTOR", "celery")
+    monkeypatch.setenv("CRAWL_CELERY_BROKER", broker)
+    monkeypatch.setenv("CRAWL_CELERY_BACKEND", backend)
+    assert all(publish_frontier(bus, [FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    (request,) = _tick(frontier_sensor, instance).run_requests
+
+    executor = request.run_config["execution"]["config"]
+    assert executor["broker"] == {"env": "CRAWL_CELERY_BROKER"}
+    assert executor["backend"] == {"env": "CRAWL_CELERY_BACKEND"}
+    shown = json.dumps([request.run_config, request.tags])  # what the UI shows of the run
+    assert "Br0ker-pw" not in shown
+    assert "R3sult-pw" not in shown
+    # Where the run executes, Dagster reads the URLs from the environment, as the workers do.
+    resolved = validate_run_config(defs.resolve_job_def("crawl_batch_celery_job"), request.run_config)
+    assert (resolved["execution"]["celery"]["broker"], resolved["execution"]["celery"]["backend"]) == (broker, backend)
+
+
+def test_celery_executor_defaults_need_no_variable(crawl_env, bus, instance, monkeypatch):
+    monkeypatch.setenv("CRAWL_EXECUTOR", "celery")
+    for name in ("CRAWL_CELERY_BROKER", "CRAWL_CELERY_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    assert all(publish_frontier(bus, [FrontierURL("c1", "http://127.0.0.1:9/a", 0)]))
+    (request,) = _tick(frontier_sensor, instance).run_requests
+    resolved = validate_run_config(defs.resolve_job_def("crawl_batch_celery_job"), request.run_config)
+    assert resolved["execution"]["celery"]["broker"] == "pyamqp://guest:guest@127.0.0.1:5672//"  # RabbitMQ's own
+    assert resolved["execution"]["celery"]["backend"] == "rpc://"
+
+
 def test_frontier_sensor_notices_a_recreated_topic_even_if_new_messages_refilled_the_offsets(crawl_env, bus, instance):
     assert all(publish_frontier(bus, [FrontierURL("c1", f"http://127.0.0.1:9/p{i}", 1) for i in range(3)]))
     first = _tick(frontier_sensor, instance)

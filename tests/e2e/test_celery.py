@@ -1,7 +1,9 @@
 """The scale-out profile: batch steps on a Celery worker (broker RabbitMQ or Redis, both real on
 this machine), Dagster state and the lake's catalog on PostgreSQL (no file of the store on the
-workers' shared path but Parquet), started with `crawl-platform worker` as documented."""
+workers' shared path but Parquet), started with `crawl-platform worker` as documented. The broker
+URL reaches the runs and the worker through their environment: no run's config holds it."""
 
+import json
 import os
 import signal
 import subprocess
@@ -9,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance
 
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.store.database import CrawlStore
@@ -17,7 +20,8 @@ from tests.e2e.conftest import CRAWL_PLATFORM, REPO, cli
 pytestmark = pytest.mark.e2e(seconds=160)
 
 BROKERS = {
-    "rabbitmq": ("pyamqp://guest:guest@127.0.0.1:5672//", "rpc://"),
+    # Not the default spelling (127.0.0.1): a URL with a password that only the environment holds.
+    "rabbitmq": ("pyamqp://guest:guest@localhost:5672//", "rpc://"),
     "redis": ("redis://127.0.0.1:6379/3", "redis://127.0.0.1:6379/4"),
 }
 
@@ -55,3 +59,10 @@ def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platfo
     # The worker, not the run process, executed the batch steps.
     assert "dagster_celery.tasks.execute_plan" in worker_log or "execute_plan" in worker_log, worker_log[-2000:]
     assert "succeeded" in worker_log
+    assert "guest:guest" not in worker_log
+    with DagsterInstance.from_config(str(settings.dagster_home)) as instance:
+        runs = [r for r in instance.get_runs() if r.job_name == "crawl_batch_celery_job"]
+    assert runs
+    for run in runs:
+        assert run.run_config["execution"]["config"]["broker"] == {"env": "CRAWL_CELERY_BROKER"}
+        assert broker_url not in json.dumps(run.run_config)

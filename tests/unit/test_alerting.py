@@ -1,4 +1,5 @@
-"""Alerts reach a real webhook receiver and a real SMTP server on loopback; stalls alert once."""
+"""Alerts reach a real webhook receiver and a real SMTP server on loopback; stalls alert once;
+no error shows the webhook's token, and STARTTLS trusts only a certificate that verifies."""
 
 import dataclasses
 from datetime import datetime, timedelta
@@ -6,12 +7,12 @@ from datetime import datetime, timedelta
 import pytest
 
 from crawl_platform.alerting.alerts import UILinks, check_failed, crawl_stalled, run_failed
-from crawl_platform.alerting.senders import AlertOutbox, EmailSender, Notifier
+from crawl_platform.alerting.senders import AlertDeliveryError, AlertOutbox, EmailSender, Notifier
 from crawl_platform.alerting.stalls import StallLedger, find_stalls
 from crawl_platform.frontier.read_model import CrawlStatus
 from tests.conftest import alert_settings
 from tests.sites import dead_port
-from tests.sites.alert_receivers import SMTPReceiver
+from tests.sites.alert_receivers import LoopbackCertificate, SMTPReceiver, WebhookReceiver
 
 LINKS = UILinks("http://ui.test:3000/")
 RUN_ALERT_TEXT = """[crawl-platform] Run failed: crawl_batch_job (crawl shop-1)
@@ -49,7 +50,7 @@ def test_a_broken_channel_is_reported_and_the_other_still_delivers(store_setting
     webhook.status = 500
     delivery = Notifier.from_settings(alert_settings(store_settings, webhook, smtp_server)).send(_run_alert())
     assert delivery.delivered == ["email"]
-    assert delivery.errors == [f"webhook {webhook.url}: HTTP 500 'ok'"]
+    assert delivery.errors == [f"webhook {webhook.url.removesuffix('/hooks/alerts')}/…: HTTP 500 'ok'"]
     assert delivery.ok
     assert len(webhook.posts) == 1  # it did reach the receiver, which refused it
 
@@ -64,6 +65,56 @@ def test_every_channel_down_is_not_a_delivery(store_settings):
     assert delivery.delivered == []
     assert [e.split(":")[0] for e in delivery.errors] == ["webhook http", "e-mail via 127.0.0.1"]
     assert all("ConnectionError" in e or "ConnectionRefusedError" in e for e in delivery.errors)
+
+
+SLACK_TOKEN_PATH = "/services/T0CRAWL00/B0ALERT00/s3cretW3bhookT0ken"  # the path is the webhook's secret
+
+
+def test_a_webhook_that_refuses_or_is_down_is_named_without_its_token(store_settings):
+    with WebhookReceiver(SLACK_TOKEN_PATH) as webhook:
+        port = webhook.server.server_address[1]
+        webhook.status = 500
+        refused = Notifier.from_settings(alert_settings(store_settings, webhook)).send(_run_alert())
+    assert webhook.posts[0].path == SLACK_TOKEN_PATH  # the alert went to the whole URL
+    assert refused.errors == [f"webhook http://127.0.0.1:{port}/…: HTTP 500 'ok'"]
+
+    down = dead_port()
+    settings = store_settings.model_copy(update={"alert_webhook_url": f"http://127.0.0.1:{down}{SLACK_TOKEN_PATH}"})
+    (error,) = Notifier.from_settings(settings).send(_run_alert()).errors
+    # requests names the URL's path in its error; the line keeps the cause and loses the path.
+    assert error.startswith(f"webhook http://127.0.0.1:{down}/…: ConnectionError: ")
+    assert "Connection refused" in error
+    assert "s3cret" not in error
+    assert "/services" not in error
+    assert "\n" not in error
+
+
+def test_starttls_sends_only_to_a_server_whose_certificate_verifies(tmp_path, monkeypatch):
+    certificate = LoopbackCertificate(tmp_path)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with SMTPReceiver(login=("alerts", "s3cret"), tls=certificate) as server:
+        def sender(host: str) -> EmailSender:
+            return EmailSender(host, server.port, "crawler@test.local", ["ops@test.local"], user="alerts",
+                               password="s3cret", starttls=True)
+
+        with pytest.raises(AlertDeliveryError) as untrusted:  # a CA this machine does not trust
+            sender("127.0.0.1").send(_run_alert())
+        assert str(untrusted.value) == (
+            f"e-mail via 127.0.0.1:{server.port}: the server's certificate did not verify (unable to get local "
+            "issuer certificate); SSL_CERT_FILE names a CA file to trust")
+
+        monkeypatch.setenv("SSL_CERT_FILE", str(certificate.ca_file))
+        with pytest.raises(AlertDeliveryError) as other_name:  # trusted CA, but not the host's certificate
+            sender("localhost").send(_run_alert())
+        assert str(other_name.value) == (
+            f"e-mail via localhost:{server.port}: the server's certificate did not verify (Hostname mismatch, "
+            "certificate is not valid for 'localhost'.); SSL_CERT_FILE names a CA file to trust")
+        assert (server.logins, server.mails) == ([], [])  # the password never left
+
+        sender("127.0.0.1").send(_run_alert())
+        assert server.logins == ["alerts"]
+        (mail,) = server.mails
+        assert mail.message["Subject"] == "[crawl-platform] Run failed: crawl_batch_job (crawl shop-1)"
 
 
 def test_no_channel_configured_sends_nothing_and_counts_as_done(store_settings):
@@ -163,7 +214,7 @@ def test_parked_alerts_round_trip_and_go_out_in_order_once_a_channel_is_back(sto
     assert outbox.alerts == [first, second]
     notifier = Notifier.from_settings(alert_settings(store_settings, webhook))
     webhook.status = 500
-    assert outbox.flush(notifier) == (0, [f"webhook {webhook.url}: HTTP 500 'ok'"])
+    assert outbox.flush(notifier) == (0, [f"webhook {webhook.url.removesuffix('/hooks/alerts')}/…: HTTP 500 'ok'"])
     assert len(webhook.posts) == 1  # stops at the first refusal
     webhook.status = 200
     assert outbox.flush(notifier) == (2, [])

@@ -9,8 +9,9 @@ import logging
 
 import pytest
 
-from crawl_platform.fetch.proxies import ProxyConfigError, ProxyPool, expand_credentials, redact
+from crawl_platform.fetch.proxies import ProxyConfigError, ProxyPool, expand_credentials
 from crawl_platform.fetch.retry import RetryPolicy
+from crawl_platform.redaction import redact_passwords as redact
 from tests.sites import dead_port
 from tests.sites.proxy import LoopbackProxy
 from tests.unit.conftest import loopback_fetcher

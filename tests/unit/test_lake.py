@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.landing import LandedBatch
 from crawl_platform.store.location import LakeLocation
-from tests.conftest import lake_catalog
+from tests.conftest import CATALOG_PASSWORD, POSTGRES_ADMIN_URL, lake_catalog
 from tests.unit.crawl_rows import fetch_result, land, page_html
 
 SITE = "http://lake.test"
@@ -268,6 +270,46 @@ def test_status_with_an_unreachable_catalog_is_one_line_and_exit_1(store_setting
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"crawl-platform: cannot open the lake {closed_port_catalog(port)}: ")
     assert f"port {port} failed: Connection refused" in line
+
+
+@contextmanager
+def refusing_connections(catalog: str) -> Iterator[None]:
+    """The catalog's database turns every connection away for the ``with`` block (its open ones ended)."""
+    import psycopg2  # noqa: PLC0415 - only the tests that lose a catalog need it
+
+    dbname = catalog.split("dbname=", 1)[1].split(maxsplit=1)[0]
+    admin = psycopg2.connect(POSTGRES_ADMIN_URL)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
+            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [dbname])
+        yield
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
+        admin.close()
+
+
+def test_no_error_of_a_lake_shows_its_catalog_password(password_catalog, tmp_path):
+    port = free_port()
+    unreachable = f"postgres:dbname=crawl host=127.0.0.1 port={port} user=crawler password={CATALOG_PASSWORD}"
+    message = one_line_error(CrawlStore(LakeLocation(unreachable, f"{tmp_path / 'none'}/")))
+    assert message.startswith(f"cannot open the lake postgres:dbname=crawl host=127.0.0.1 port={port} "
+                              f"user=crawler password=***: connection to server at \"127.0.0.1\", port {port} "
+                              "failed: Connection refused")
+    assert CATALOG_PASSWORD not in message
+
+    store = CrawlStore(LakeLocation(password_catalog, f"{tmp_path / 'pg'}/"))
+    land_pages(store, "b1", [f"{SITE}/a"])
+    with refusing_connections(password_catalog), pytest.raises(duckdb.IOException) as caught:
+        store.query("SELECT count(*) FROM pages")  # attached: DuckDB names the catalog it cannot reach
+    message = str(caught.value)
+    dsn = password_catalog.removeprefix("postgres:")
+    assert f'Unable to connect to Postgres at "{dsn.replace(CATALOG_PASSWORD, "***")}": ' in message
+    assert CATALOG_PASSWORD not in message
+    assert caught.value.__suppress_context__  # the original is not chained to it
+    assert store.query("SELECT url FROM pages") == [(f"{SITE}/a",)]  # back once the catalog is
 
 
 def test_a_lake_whose_catalog_went_away_does_not_stop_another_lake_from_opening(postgres_url, store_settings,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import time
 from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses, instance_processes
+from crawl_platform_dagster.stack import DagsterProcesses, celery_worker_argv, instance_processes
 
 # A stand-in for a run worker: Dagster starts them as `python -c "from multiprocessing.spawn ..."`.
 SLEEPER = "import time  # from multiprocessing.spawn import spawn_main\ntime.sleep(60)"
@@ -106,3 +107,17 @@ def test_a_stack_started_with_sigint_ignored_still_stops_its_dagster_processes_w
     assert seconds < 10, done.stdout  # SIGTERM ended it: no wait for the 20 s grace and a SIGKILL
     assert "Handlers.SIG_IGN" in done.stdout  # the stack's own process still ignores SIGINT
     assert "KeyboardInterrupt" in (tmp_path / "logs" / "code-server.log").read_text()
+
+
+def test_a_celery_workers_config_file_names_the_broker_variables_not_their_passwords(store_settings, tmp_path):
+    settings = store_settings.model_copy(update={
+        "dagster_home": tmp_path / "home", "celery_broker": "pyamqp://crawler:Br0ker-pw@rabbit.internal:5672//",
+        "celery_backend": "redis://:R3sult-pw@redis.internal:6379/1"})
+    argv = celery_worker_argv(settings, 2)
+    config_file = tmp_path / "home" / "celery.yaml"
+    assert argv[argv.index("-y") + 1] == str(config_file)
+    text = config_file.read_text()
+    assert "Br0ker-pw" not in text
+    assert "R3sult-pw" not in text
+    config = json.loads(text)["execution"]["config"]
+    assert (config["broker"], config["backend"]) == ({"env": "CRAWL_CELERY_BROKER"}, {"env": "CRAWL_CELERY_BACKEND"})

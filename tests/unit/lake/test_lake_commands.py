@@ -16,7 +16,7 @@ import shutil
 from crawl_platform.store.backup import MANIFEST, Manifest
 from crawl_platform.store.console import PROMPT, LakeSession, ResultPrinter, run_shell
 from crawl_platform.store.schema import TABLES
-from tests.conftest import lake_catalog
+from tests.conftest import CATALOG_PASSWORD, lake_catalog
 from tests.unit.lake.lake_cli import SITE, cli, fingerprints, lake_at, land_copies, land_pages, run
 
 # --- sql -----------------------------------------------------------------------------------------
@@ -171,6 +171,35 @@ def test_a_backup_restores_into_a_postgresql_catalog_and_backs_up_from_it(lake_e
     code, _, err = run(capsys, "backup", str(tmp_path / "bk-pg"))
     assert (code, err) == (0, [])
     assert Manifest.read(tmp_path / "bk-pg").tables == Manifest.read(tmp_path / "bk").tables == fingerprints(store)
+
+
+def test_backup_and_restore_never_show_or_store_the_catalog_password(lake_env, store, frontier, tmp_path, capsys,
+                                                                     monkeypatch, password_catalog):
+    land_pages(store, frontier, "c1", "b1", ["/a", "/b"])
+    assert run(capsys, "backup", str(tmp_path / "bk"))[0] == 0
+    monkeypatch.setenv("CRAWL_LAKE_CATALOG", password_catalog)
+    monkeypatch.setenv("CRAWL_LAKE_DATA_PATH", str(tmp_path / "pg-data"))
+    shown = password_catalog.replace(CATALOG_PASSWORD, "***")
+
+    code, out, err = run(capsys, "restore", str(tmp_path / "bk"))  # the target is the environment's
+    assert (code, err) == (0, [])
+    assert f"into {shown}: " in out
+    code, out, err = run(capsys, "restore", str(tmp_path / "bk"))
+    assert code == 2
+    assert err[0].startswith(f"crawl-platform: the lake at {shown} already holds crawl data")
+    code, out, err = run(capsys, "backup", str(tmp_path / "bk-pg"))
+    assert (code, err) == (0, [])
+    assert f" of {shown} to " in out
+
+    manifest = (tmp_path / "bk-pg" / MANIFEST).read_text()
+    assert json.loads(manifest)["source"] == shown
+    assert CATALOG_PASSWORD not in manifest
+    assert CATALOG_PASSWORD not in (tmp_path / "bk-pg" / "catalog.sqlite").read_bytes().decode("latin-1")
+    code, out, err = run(capsys, "restore", str(tmp_path / "bk-pg"), "--lake-path", str(tmp_path / "back"))
+    assert (code, err) == (0, [])
+    back = lake_at(tmp_path / "back")
+    assert fingerprints(back) == fingerprints(store)
+    back.close()
 
 
 def test_restore_refuses_a_lake_that_holds_data_unless_force(lake_env, store, frontier, tmp_path, capsys):
