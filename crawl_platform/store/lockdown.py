@@ -112,7 +112,7 @@ def refusal(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> str 
     if kind == "CALL" and _word(sql, tokens, 0) != "call":  # CHECKPOINT and FORCE CHECKPOINT
         return "CHECKPOINT writes the lake's files"
     for name in _calls(sql, tokens):
-        reason = _function_reason(name)
+        reason = call_refusal(name)
         if reason is not None:
             return f"{name}() {reason}"
     if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs what it explains
@@ -120,7 +120,9 @@ def refusal(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> str 
     return None
 
 
-def _function_reason(name: str) -> str | None:
+def call_refusal(name: str) -> str | None:
+    """Why a read-only session must not call the function ``name`` (lowercase, unqualified), or
+    None when it may."""
     if name in FUNCTION_REASONS:
         return FUNCTION_REASONS[name]
     base = name.removeprefix("ducklake_")
