@@ -15,9 +15,9 @@ layers close it, each for what it can see:
   change nothing but the session's own memory (temporary tables, variables), run; changes to the
   lake itself are DuckDB's to refuse, on the read-only attach. And no statement may call a
   function that changes the lake (DuckLake's maintenance, ``CHECKPOINT``), runs SQL given as text,
-  opens a database other than through the lake, or writes log or profile files. Calls are found
-  with DuckDB's own tokenizer, so names in strings and comments do not count and quoting or case
-  do not hide one.
+  reaches a database directly rather than through the lake, or writes log or profile files. Calls
+  are found with DuckDB's own tokenizer, so names in strings and comments do not count and quoting
+  or case do not hide one.
 
 DuckDB has no read-only file access, so the data path stays writable to the session's functions:
 what writes there is the statement check's to refuse. A view stored in the lake that calls such a
