@@ -145,7 +145,8 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
 
     sql = sub.add_parser("sql", help="query the lake with DuckDB: one query (-c) or a shell on stdin")
     sql.add_argument("-c", dest="query", metavar="QUERY", help="run these statements, print the results, exit")
-    sql.add_argument("--write", action="store_true", help="attach the lake read-write (default: read-only)")
+    sql.add_argument("--write", action="store_true",
+                     help="attach the lake read-write and run any statement (default: read the lake, nothing else)")
     sql.add_argument("--csv", action="store_true", help="print results as CSV")
     backup = sub.add_parser("backup", help="copy the lake as of one snapshot into a new folder")
     backup.add_argument("dest", metavar="DEST", help="a new or empty folder")

@@ -1,10 +1,13 @@
 """``crawl-platform sql``: a DuckDB session on the lake, for one query or a small shell.
 
 The session is a DuckDB connection of its own, not the store's shared instance: the lake is
-attached under the name ``lake`` (read-only unless asked to write) and selected with ``USE lake``,
-so ``SELECT * FROM pages`` and ``lake.table_changes(...)`` work as the README shows, and what a
-user sets or creates stays in the session. Writes take the lake's write lock statement by
-statement (:meth:`CrawlStore.lake_write_lock`), so they take turns with the crawl's writers. The
+attached under the name ``lake`` and selected with ``USE lake``, so ``SELECT * FROM pages`` and
+``lake.table_changes(...)`` work as the README shows, and what a user creates stays in the session.
+Unless asked to write, the session is read-only, and not just the lake's tables: it reads no file
+but the lake's, opens no other database and loads no extension, and each statement is checked
+before it runs (:mod:`crawl_platform.store.lockdown`); a refused one is one line saying why.
+Writes take the lake's write lock statement by statement (:meth:`CrawlStore.lake_write_lock`),
+so they take turns with the crawl's writers. The
 ``duckdb`` package has no shell, so :func:`run_shell` is a small line loop: a statement ends with
 ``;``, ``.quit`` or the end of input leaves. Results go to a :class:`ResultPrinter`.
 The CLI (:mod:`crawl_platform.cli.lake`) wires the three.
@@ -27,6 +30,7 @@ from rich.text import Text
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.location import LAKE, LakeLocation
+from crawl_platform.store.lockdown import lock_down, refusal
 from crawl_platform.store.transfer import connect, one_line
 
 PROMPT = "lake> "
@@ -34,6 +38,11 @@ CONTINUATION = "  ...> "
 TABLE_ROWS = 1000  # a terminal table shows at most this many rows; --csv prints them all
 CHUNK = 10_000
 Format = Literal["table", "plain", "csv"]
+
+READ_ONLY_HINT = "read-only session; use --write"
+# DuckDB's words when the read-only attach or the lockdown stops a statement.
+_LOCKED_OUT = ("read-only mode", "disabled by configuration", "disabled through configuration",
+               "the configuration has been locked")
 
 HELP = """Statements end with ';' and may span lines. The lake is attached as `lake` and in use.
 .tables   the lake's tables
@@ -119,6 +128,8 @@ class LakeSession:
         try:
             con.execute(location.attach_sql(read_only=not write, alias=LAKE))
             con.execute(f"USE {LAKE}")
+            if not write:
+                lock_down(con, location)
         except duckdb.Error as err:
             con.close()
             message = f"cannot open the lake {location.catalog}: {one_line(err)}"
@@ -129,15 +140,21 @@ class LakeSession:
         return cls(con, location, store.lake_write_lock if write else None)
 
     def run(self, sql: str, printer: ResultPrinter) -> None:
-        """Run every statement in ``sql`` in turn and print each result; the first that fails
-        raises :class:`QueryError` (statements before it stay done)."""
+        """Run every statement in ``sql`` in turn and print each result; the first that fails, or
+        that a read-only session refuses, raises :class:`QueryError` (statements before it stay
+        done)."""
+        read_only = self.write_lock is None
         try:
-            statements = duckdb.extract_statements(sql)
+            # Parsed by the session itself: a PRAGMA that reads files (import_database) runs here.
+            statements = self.con.extract_statements(sql)
         except duckdb.Error as err:
-            raise QueryError(one_line(err)) from None
+            raise QueryError(_message(err, read_only)) from None
         for statement in statements:
             try:
                 if self.write_lock is None:
+                    reason = refusal(self.con, statement)
+                    if reason is not None:
+                        raise QueryError(f"read-only session: {reason}; use --write")
                     _show(self._execute(statement), printer)  # streamed as DuckDB produces it
                 else:
                     with self.write_lock():  # read all of it under the lock, print after
@@ -146,10 +163,7 @@ class LakeSession:
                             result = _Result(result.names, iter(list(result.chunks)), None)
                     _show(result, printer)
             except duckdb.Error as err:
-                message = one_line(err)
-                if self.write_lock is None and "read-only mode" in message:
-                    message += " (crawl-platform sql --write attaches it read-write)"
-                raise QueryError(self.location.scrub(message)) from None
+                raise QueryError(self.location.scrub(_message(err, read_only))) from None
 
     def _execute(self, statement: duckdb.Statement) -> _Result | None:
         result = self.con.execute(statement)
@@ -165,6 +179,14 @@ class LakeSession:
 
     def close(self) -> None:
         self.con.close()
+
+
+def _message(err: duckdb.Error, read_only: bool) -> str:
+    """DuckDB's error as one line, saying so when it is the read-only session that stopped it."""
+    message = one_line(err)
+    if read_only and any(words in message for words in _LOCKED_OUT):
+        message += f" ({READ_ONLY_HINT})"
+    return message
 
 
 @dataclass(frozen=True)

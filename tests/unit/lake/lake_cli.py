@@ -42,7 +42,8 @@ def land_pages(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: s
     extract its records (the bodies as fetched): every crawl table gets rows (page events recorded;
     the crawl is recurring, so crawl_schedules too)."""
     urls = [f"{SITE}{p}" for p in paths]
-    frontier.register(dataclasses.replace(crawl_request(crawl_id, *urls), every_seconds=3600))
+    # The same request each time: a registered crawl id takes no other seeds.
+    frontier.register(dataclasses.replace(crawl_request(crawl_id, f"{SITE}/"), every_seconds=3600))
     results = {u: fetch_result(u, page_html(f"{crawl_id} {u}", f"{SITE}/next{p}"))
                for u, p in zip(urls, paths, strict=True)}
     parsed = {u: parse_html(r.body, r.final_url, r.content_type) for u, r in results.items()}
