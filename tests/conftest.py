@@ -159,6 +159,7 @@ def fresh_postgres_database() -> Iterator[str]:
     try:
         yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     finally:
+        _detach_lakes_of(f"dbname={name} ")
         with admin.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
@@ -200,6 +201,20 @@ def password_catalog() -> Iterator[str]:
         with admin.cursor() as cur:
             cur.execute(f"DROP ROLE IF EXISTS {role}")
         admin.close()
+
+
+def _detach_lakes_of(catalog_part: str) -> None:
+    """Detach from this process's DuckDB the lakes whose catalog string holds ``catalog_part``, before
+    their database is dropped: a name the binder fails to find in a later test is looked for in
+    every attached catalog (for a suggestion), and a gone one would fail that lookup instead."""
+    from crawl_platform.store import database  # noqa: PLC0415
+
+    engine = database._ENGINE
+    if engine is None:
+        return
+    for (name,) in engine.execute("SELECT database_name FROM duckdb_databases() WHERE type = 'ducklake' "
+                                  "AND contains(path || ' ', ?)", [catalog_part]).fetchall():
+        engine.execute(f'DETACH "{name}"')
 
 
 @pytest.fixture
