@@ -128,7 +128,7 @@ class Admission:
                 [batch_id],
             ).fetchall()
             scopes = {
-                crawl_id: CrawlScope.from_row(scope, seeds, allow, deny)
+                crawl_id: CrawlScope.from_row(scope, seeds, allow, deny, crawl_id)
                 for crawl_id, scope, seeds, allow, deny in con.execute(
                     """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns FROM crawls
                        WHERE crawl_id IN (SELECT crawl_id FROM batch_items WHERE batch_id = $1)""",
