@@ -42,6 +42,7 @@ def test_records_of_a_docs_crawl_come_from_the_archive_with_the_expected_values(
     report = extract_crawl(store, "docs")
 
     assert (report.pages, report.records, report.page_errors) == (6, 5, 1)  # the 404 is not extracted
+    assert report.unbounded == ""  # each page in the child process, within the deadline
     rows = store.query(f"SELECT url, version, record_index, title, headings, next, patch, updated, errors::VARCHAR "
                        f"FROM {view_name('docs')} ORDER BY url")
     assert rows == [
