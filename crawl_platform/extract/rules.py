@@ -35,7 +35,10 @@ _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 RESERVED_NAMES = frozenset({"crawl_id", "url", "version", "record_index", "errors", "rules_digest", "extracted_at"})
 
 MAX_RULES_BYTES = 256 * 1024
-"""Longest rules document accepted, in UTF-8 bytes (a stored one, written out in full, may be 4 times that)."""
+"""Longest rules document accepted, in UTF-8 bytes."""
+MAX_STORED_RULES_BYTES = 4 * MAX_RULES_BYTES
+"""Longest the rules may be written out in full (:meth:`ExtractionRules.to_json`, every default and
+every YAML alias spelt out): what a crawl stores and its request carries."""
 MAX_RULES_DEPTH = 32
 """Deepest nesting of mappings and lists in a rules document (the format itself needs 4)."""
 MAX_RULES_VALUES = 20_000
@@ -201,9 +204,12 @@ def parse_rules(text: str, source: str = "extraction rules", max_bytes: int = MA
     except Exception as err:  # a selector library's own error on the user's selector: still the rules'
         raise RulesError(f"{source}: {type(err).__name__}: {_one_line(str(err))[:300]}") from None
     try:
-        rules.to_json().encode("utf-8")
+        stored = len(rules.to_json().encode("utf-8"))
     except UnicodeEncodeError:  # a lone surrogate (JSON's "\\ud800"): the lake stores UTF-8
         raise RulesError(f"{source}: holds text that is not valid Unicode (a lone surrogate)") from None
+    if stored > MAX_STORED_RULES_BYTES:
+        raise RulesError(f"{source}: longer than {MAX_STORED_RULES_BYTES // 1024} KiB written out in full "
+                         "(defaults and aliases spelt out)")
     return rules
 
 
@@ -267,10 +273,10 @@ def load_rules(path: Path) -> ExtractionRules:
     return parse_rules(text, source=str(path))
 
 
-def rules_from_json(text: str) -> ExtractionRules:
-    """Rules as a crawl stored them (:meth:`ExtractionRules.to_json`: defaults written out, so up
-    to 4 times the document the user gave)."""
-    return parse_rules(text, source="stored extraction rules", max_bytes=4 * MAX_RULES_BYTES)
+def rules_from_json(text: str, source: str = "stored extraction rules") -> ExtractionRules:
+    """Rules as a crawl stored them, or its request carries them (:meth:`ExtractionRules.to_json`:
+    written out in full, so up to :data:`MAX_STORED_RULES_BYTES`)."""
+    return parse_rules(text, source, max_bytes=MAX_STORED_RULES_BYTES)
 
 
 def _reason(err: ValidationError) -> str:

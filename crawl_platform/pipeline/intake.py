@@ -19,7 +19,7 @@ from crawl_platform.bus.messages import CrawlRequest, DeadLetter, MessageDecodeE
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.bus.publishing import publish_dead_letters
 from crawl_platform.config import Settings
-from crawl_platform.extract.rules import RulesError, parse_rules
+from crawl_platform.extract.rules import RulesError, rules_from_json
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.sitemaps import discover_sitemap_urls
@@ -103,7 +103,7 @@ class SeedIntake:
             try:
                 request = decode_crawl_request(rec.value)
                 if request.extract_rules:  # a producer other than ours may send rules that do not parse
-                    parse_rules(request.extract_rules, "extract_rules")
+                    rules_from_json(request.extract_rules, "extract_rules")
                 # Sitemaps first, before the seeds are published: a batch run fetching the host
                 # meanwhile would not know of these requests and ignore the host's delay.
                 from_sitemaps = self._sitemap_urls(request)

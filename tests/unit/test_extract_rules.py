@@ -224,6 +224,10 @@ def test_any_json_value_parses_or_is_refused_with_one_line(value):
     (f"fields: {{t: 'xpath:{'/a' * MAX_SELECTOR_LENGTH}'}}", "rules.yaml: fields.t.selector: selector "
      f"'xpath:{'/a' * 17}'... is longer than {MAX_SELECTOR_LENGTH} characters"),
     ("fields: {t: {selector: h1, type: &l [*l]}}", "rules.yaml: nested deeper than 32 levels"),
+    # One long string, aliased into ten fields: the stored form would spell it out ten times.
+    (f"fields: {{f: {{selector: h1, strip: &s '{'x' * 200_000}'}}, "
+     + ", ".join(f"f{i}: {{selector: h1, strip: *s}}" for i in range(10)) + "}",
+     "rules.yaml: longer than 1024 KiB written out in full (defaults and aliases spelt out)"),
     ("fields: {t: {selector: h1, date_format: '%Y', type: date}}\nupdated: 2026-13-01", "rules.yaml: not YAML or "
      "JSON: month must be in 1..12"),
 ])
