@@ -26,7 +26,7 @@ from crawl_platform.parse.pool import WorkerContext, start_as_child
 
 PAGE_SECONDS = 10.0
 """Longest one page's extraction may take; a slower one is stopped and recorded as its error."""
-START_SECONDS = 60.0  # a new interpreter importing lxml: about half a second, longer on a loaded machine
+START_SECONDS = 60.0  # for a new interpreter to import the extraction engine, on a loaded machine too
 
 
 def _serve(conn: Connection, rules: ExtractionRules, parent: int) -> None:

@@ -5,8 +5,8 @@ crawl delay is. Reading the file (which lines form a group, the group of a token
 2.2.1) happens here; Protego (Scrapy's RFC 9309 matcher: percent-encoding normalised, longest match
 wins, ``*`` and ``$``) is given one agent's rules only, as a small file rebuilt at the first question
 for that agent. Given a whole file, Protego adds each rule to every agent of its group, so a body of
-thousands of ``User-agent`` lines followed by thousands of rules takes minutes and gigabytes to
-read, and the body is cached, so every later run would pay it again. Here each rule is stored
+thousands of ``User-agent`` lines followed by thousands of rules costs time and memory in their
+product, and the body is cached, so every later run would pay it again. Here each rule is stored
 once per group, and the work for one agent is proportional to the lines of its own groups.
 
 Matching is bounded too. Protego matches a ``*`` rule with ``str.find`` from left to right, so a
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from protego import Protego
 
 WILDCARD_BUDGET = 32 * 1024
-"""Characters of ``*`` rules kept per agent (a rule with a ``$`` counts twice: Protego matches it
-twice); past it, the agent's later ``*`` rules are ignored. Real files stay far below it."""
+"""Characters of ``*`` rules kept per agent, about a thousand rules (one with a ``$`` counts twice:
+Protego matches it twice); past it, the agent's later ``*`` rules are ignored."""
 
 _AGENT, _ALLOW, _DISALLOW, _DELAY, _SITEMAP = "user-agent", "allow", "disallow", "crawl-delay", "sitemap"
 _FIELDS = {
@@ -82,7 +82,7 @@ class RobotsRules:
         text = text.encode("utf-8", "replace").decode("utf-8")
         self.sitemaps: tuple[str, ...] = ()
         self._groups: dict[str, list[_Group]] = {}  # agent (lower case) -> its groups, in file order
-        self._matchers: dict[str, Protego | None] = {}
+        self._matchers: dict[str, Protego] = {}
         self._lock = threading.Lock()
         self._read(text)
 
