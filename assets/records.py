@@ -52,6 +52,8 @@ def records(context: AssetExecutionContext, crawl_store: CrawlStoreResource) -> 
                      f"{report.page_errors} page errors (rules {report.rules_digest})")
     for example in report.examples:
         context.log.warning(f"page error: {example}")
+    if report.unbounded:
+        context.log.warning(report.unbounded)
     return MaterializeResult(metadata={
         "pages_extracted": report.pages,
         "records": report.records,

@@ -28,13 +28,22 @@ class PatternError(ValueError):
     """A pattern RE2 cannot compile, or over the limits; ``str(err)`` is one line naming it."""
 
 
+class Match(Protocol):
+    """A match: what the callers use of RE2's (``re``-like) match object."""
+
+    def group(self, index: int = 0, /) -> str | None: ...
+
+
 class Pattern(Protocol):
     """A compiled pattern: what the callers use of RE2's (``re``-like) pattern object."""
 
     @property
     def pattern(self) -> str: ...
 
-    def search(self, text: str) -> object | None: ...
+    @property
+    def groups(self) -> int: ...
+
+    def search(self, text: str) -> Match | None: ...
 
     def findall(self, text: str) -> list[object]: ...
 

@@ -3,11 +3,13 @@
 Everything that compares or stores a URL goes through :func:`canonicalize` first, so the
 frontier, the ``pages`` table and the dedup logic agree on what "the same URL" means. The
 parser hands raw hrefs here; the frontier asks :class:`CrawlScope` whether a link belongs to
-the crawl.
+the crawl. A crawl's allow and deny patterns are RE2 patterns (:mod:`crawl_platform.patterns`), so
+matching them costs time linear in the URL whatever the user wrote.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
+
+from crawl_platform.patterns import Pattern, PatternError, compile_pattern
 
 if TYPE_CHECKING:  # types only: a parse worker, which resolves links, imports no settings (0.2 s)
     import tldextract
@@ -31,6 +35,7 @@ SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "sid", "sessionid", "sess
 _PATH_SESSION = re.compile(r";(?:jsessionid|phpsessid|sessionid|sid)=[^/?#]*", re.I)
 _HOST = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+")  # DNS names (underscores occur in the wild) or IPv6
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_log = logging.getLogger(__name__)
 
 
 class InvalidURLError(ValueError):
@@ -202,34 +207,41 @@ def trap_reason(url: str) -> str | None:
 
 @dataclass(frozen=True)
 class CrawlScope:
-    """Which discovered URLs belong to a crawl: seeds' host/domain, allow/deny regexes, traps."""
+    """Which discovered URLs belong to a crawl: seeds' host/domain, allow/deny patterns, traps.
+    ``refused`` (set only by :meth:`from_row`) says why the crawl admits nothing at all."""
 
     scope: Scope
     seed_hosts: frozenset[str]
-    allow: tuple[re.Pattern[str], ...] = ()
-    deny: tuple[re.Pattern[str], ...] = ()
+    allow: tuple[Pattern, ...] = ()
+    deny: tuple[Pattern, ...] = ()
     seed_domains: frozenset[str] = frozenset()  # registered domains of the seed hosts ("domain" scope)
+    refused: str | None = None
 
     @classmethod
     def for_seeds(cls, scope: Scope, seeds: list[str], allow: Sequence[str] = (),
                   deny: Sequence[str] = ()) -> CrawlScope:
-        """Raises re.error for a pattern that does not compile."""
+        """Raises :class:`~crawl_platform.patterns.PatternError` for a pattern RE2 cannot compile."""
         hosts = frozenset(host_of(s) for s in seeds)
-        return cls(scope, hosts, tuple(re.compile(p) for p in allow), tuple(re.compile(p) for p in deny),
+        return cls(scope, hosts, tuple(compile_pattern(p) for p in allow), tuple(compile_pattern(p) for p in deny),
                    frozenset(registered_domain(h) for h in hosts) if scope == "domain" else frozenset())
 
     @classmethod
     def from_row(cls, scope: str, seeds: Sequence[str], allow: Sequence[str] | None,
-                 deny: Sequence[str] | None) -> CrawlScope:
-        """The scope of a stored crawl. Patterns were validated on submission; one that no longer
-        compiles restricts nothing rather than stalling every batch of the crawl."""
+                 deny: Sequence[str] | None, crawl_id: str = "") -> CrawlScope:
+        """The scope of a stored crawl. Submission refuses a pattern RE2 cannot compile; one
+        stored by another producer admits nothing for this crawl (dropping a deny pattern would
+        widen it), says why in :meth:`rejection` and a warning, and leaves other crawls alone."""
         try:
             return cls.for_seeds(scope, list(seeds), allow or (), deny or ())  # type: ignore[arg-type]
-        except re.error:
-            return cls.for_seeds(scope, list(seeds))  # type: ignore[arg-type]
+        except PatternError as err:
+            refused = f"the crawl admits no link: {err}"
+            _log.warning("crawl %s: %s", crawl_id or "?", refused)
+            return cls(scope, frozenset(host_of(s) for s in seeds), refused=refused)  # type: ignore[arg-type]
 
     def rejection(self, url: str) -> str | None:
         """Why ``url`` (canonical) is outside the crawl, or None when it belongs to it."""
+        if self.refused is not None:
+            return self.refused
         if not self._in_domain(url):
             return f"outside {self.scope} scope"
         if self.allow and not any(p.search(url) for p in self.allow):

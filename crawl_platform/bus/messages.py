@@ -100,10 +100,10 @@ def _patterns_problem(patterns: tuple[str, ...]) -> str | None:
 def _rules_problem(rules: str) -> str | None:
     if not rules:
         return None
-    from crawl_platform.extract.rules import RulesError, parse_rules  # noqa: PLC0415 - only rules need lxml
+    from crawl_platform.extract.rules import RulesError, rules_from_json  # noqa: PLC0415 - only rules need lxml
 
     try:
-        parse_rules(rules, "extract_rules")
+        rules_from_json(rules, "extract_rules")  # written out in full by the producer
     except RulesError as err:
         return str(err)
     return None

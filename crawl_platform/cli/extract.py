@@ -73,5 +73,7 @@ def summary(report: ExtractReport) -> list[str]:
     lines.append(f"typed records: SELECT * FROM {view_name(report.crawl_id)}")
     lines += [f"  {key}: {count} records" for key, count in sorted(report.field_errors.items())]
     lines += [f"  page error: {example}" for example in report.examples]
+    if report.unbounded:
+        lines.append(f"note: {report.unbounded}")
     return lines
 

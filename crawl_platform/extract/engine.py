@@ -23,6 +23,7 @@ from crawl_platform.extract.rules import ExtractionRules, FieldRule, compile_sel
 from crawl_platform.extract.values import TypeMismatchError, convert
 from crawl_platform.parse.encoding import decode_html
 from crawl_platform.parse.html import strip_control
+from crawl_platform.patterns import compile_pattern
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 # As in crawl_platform.parse.html: lxml refuses decoded text that starts with an XML encoding
@@ -86,7 +87,7 @@ class Extractor:
 
     def __init__(self, rules: ExtractionRules) -> None:
         self.rules = rules
-        self._pattern = re.compile(rules.url_pattern) if rules.url_pattern else None
+        self._pattern = compile_pattern(rules.url_pattern) if rules.url_pattern else None
         self._base = compile_selector(rules.base) if rules.base else None
         self._fields = [(name, rule, compile_selector(rule.selector)) for name, rule in rules.fields.items()]
 
@@ -184,12 +185,12 @@ def _field(rule: FieldRule, found: Any, page_url: str) -> tuple[Any, str | None]
     texts = [_clean(rule, t) for t in _texts(rule, found)]
     texts = [t for t in texts if t]
     if rule.regex is not None:
-        pattern = re.compile(rule.regex)  # re caches compiled patterns
+        pattern = compile_pattern(rule.regex)  # RE2, cached
         matched = [m for m in (pattern.search(t) for t in texts) if m is not None]
         if texts and not matched:
             return None, f"regex: {rule.regex!r} matched none of {len(texts)} value(s), e.g. {texts[0][:60]!r}"
-        texts = [m.group(1) if pattern.groups else m.group(0) for m in matched]
-        texts = [t for t in texts if t is not None]
+        groups = [m.group(1) if pattern.groups else m.group(0) for m in matched]
+        texts = [t for t in groups if t is not None]
     if rule.resolve:
         texts = [urljoin(page_url, t) for t in texts]
     if rule.type == "list":

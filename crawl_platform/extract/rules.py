@@ -6,8 +6,12 @@ prefix means CSS), an ``attribute`` or the element's text, a ``type``, whether i
 and a clean-up (``strip``, ``regex``). ``checks`` holds the thresholds of the Great Expectations
 checks on the records. :func:`parse_rules` turns text into :class:`ExtractionRules` and raises
 :class:`RulesError` with one line on anything wrong (YAML syntax, an unknown key or type, a CSS
-or XPath selector that does not compile, a bad regex), so a crawl is refused at submission, never
-failing later. :mod:`crawl_platform.extract.engine` applies the rules; the crawl stores
+or XPath selector that does not compile, a regex RE2 refuses), so a crawl is refused at submission,
+never failing later. Rules come from whoever submits a crawl, so reading them is bounded: the text
+(:data:`MAX_RULES_BYTES`), its nesting (:data:`MAX_RULES_DEPTH`) and its values with YAML aliases
+expanded (:data:`MAX_RULES_VALUES`), the number of fields and a selector's length; the regexes are
+RE2's (:mod:`crawl_platform.patterns`: linear time). No text makes :func:`parse_rules` raise anything
+but :class:`RulesError`. :mod:`crawl_platform.extract.engine` applies the rules; the crawl stores
 :meth:`ExtractionRules.to_json` (``crawls.extract_rules``) and records carry its :attr:`digest`.
 """
 
@@ -22,11 +26,27 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from crawl_platform.patterns import compile_pattern
+
 FieldType = Literal["string", "int", "float", "bool", "date", "list"]
 FIELD_TYPES: tuple[str, ...] = ("string", "int", "float", "bool", "date", "list")
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 # Columns of a crawl's typed records view that are not fields (crawl_platform.extract.records).
 RESERVED_NAMES = frozenset({"crawl_id", "url", "version", "record_index", "errors", "rules_digest", "extracted_at"})
+
+MAX_RULES_BYTES = 256 * 1024
+"""Longest rules document accepted, in UTF-8 bytes."""
+MAX_STORED_RULES_BYTES = 4 * MAX_RULES_BYTES
+"""Longest the rules may be written out in full (:meth:`ExtractionRules.to_json`, every default and
+every YAML alias spelt out): what a crawl stores and its request carries."""
+MAX_RULES_DEPTH = 32
+"""Deepest nesting of mappings and lists in a rules document (the format itself needs 4)."""
+MAX_RULES_VALUES = 20_000
+"""Most values (mappings, lists, scalars) in a rules document, YAML aliases counted each time they appear."""
+MAX_FIELDS = 200
+"""Most fields in one set of rules."""
+MAX_SELECTOR_LENGTH = 1_000
+"""Longest CSS or XPath selector, in characters: an XPath's cost grows with its steps and predicates."""
 
 
 class RulesError(ValueError):
@@ -46,18 +66,22 @@ def compile_selector(selector: str) -> Any:
     expression = expression.strip()
     if not expression:
         raise ValueError(f"selector {selector!r} is empty")
+    if len(expression) > MAX_SELECTOR_LENGTH:
+        raise ValueError(f"selector {selector[:40]!r}... is longer than {MAX_SELECTOR_LENGTH} characters")
     if kind == "xpath":
         try:
             return lxml.etree.XPath(expression)
-        except lxml.etree.XPathSyntaxError as err:
+        except (lxml.etree.LxmlError, ValueError) as err:  # ValueError: a character XML does not allow
             raise ValueError(f"selector {selector!r} is not valid XPath: {err}") from None
     import cssselect  # noqa: PLC0415
     from lxml.cssselect import CSSSelector  # noqa: PLC0415
 
     try:
         return CSSSelector(expression)
-    except (cssselect.SelectorError, lxml.etree.XPathSyntaxError) as err:
+    except (cssselect.SelectorError, lxml.etree.LxmlError, ValueError) as err:
         raise ValueError(f"selector {selector!r} is not valid CSS: {err}") from None
+    except RecursionError:  # cssselect parses nested :not(...) recursively
+        raise ValueError(f"selector {selector[:40]!r}... nests too deeply") from None
 
 
 def _check_selector(value: str) -> str:
@@ -92,10 +116,7 @@ class FieldRule(BaseModel):
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
         if value is not None:
-            try:
-                re.compile(value)
-            except re.error as err:
-                raise ValueError(f"regex {value!r} is not a valid regular expression: {err}") from None
+            compile_pattern(value)  # PatternError is a ValueError: pydantic reports it
         return value
 
     @model_validator(mode="after")
@@ -128,17 +149,14 @@ class ExtractionRules(BaseModel):
 
     url_pattern: str | None = Field(None, description="a regex searched in the URL: the pages the rules apply to")
     base: str | None = Field(None, description="one record per element it matches (default: one per page)")
-    fields: dict[str, FieldRule] = Field(min_length=1)
+    fields: dict[str, FieldRule] = Field(min_length=1, max_length=MAX_FIELDS)
     checks: Checks = Checks()
 
     @field_validator("url_pattern")
     @classmethod
     def _pattern(cls, value: str | None) -> str | None:
         if value is not None:
-            try:
-                re.compile(value)
-            except re.error as err:
-                raise ValueError(f"url_pattern {value!r} is not a valid regular expression: {err}") from None
+            compile_pattern(value)
         return value
 
     @field_validator("base")
@@ -171,23 +189,78 @@ class ExtractionRules(BaseModel):
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
 
-def parse_rules(text: str, source: str = "extraction rules") -> ExtractionRules:
-    """Rules from YAML or JSON text (JSON is YAML); raises :class:`RulesError` with one line."""
+def parse_rules(text: str, source: str = "extraction rules", max_bytes: int = MAX_RULES_BYTES) -> ExtractionRules:
+    """Rules from YAML or JSON text (JSON is YAML); raises :class:`RulesError` with one line, and
+    nothing else, whatever the text."""
+    if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise RulesError(f"{source}: longer than {max_bytes // 1024} KiB")
+    data = _load(text, source)
+    if not isinstance(data, dict):
+        raise RulesError(f"{source}: must be a mapping with a 'fields' key, not {type(data).__name__}")
+    try:
+        rules = ExtractionRules.model_validate(data)
+    except ValidationError as err:
+        raise RulesError(f"{source}: {_reason(err)}") from None
+    except Exception as err:  # a selector library's own error on the user's selector: still the rules'
+        raise RulesError(f"{source}: {type(err).__name__}: {_one_line(str(err))[:300]}") from None
+    try:
+        stored = len(rules.to_json().encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate (JSON's "\\ud800"): the lake stores UTF-8
+        raise RulesError(f"{source}: holds text that is not valid Unicode (a lone surrogate)") from None
+    if stored > MAX_STORED_RULES_BYTES:
+        raise RulesError(f"{source}: longer than {MAX_STORED_RULES_BYTES // 1024} KiB written out in full "
+                         "(defaults and aliases spelt out)")
+    return rules
+
+
+def _load(text: str, source: str) -> Any:
+    """The document's data, bounded in depth and in values with aliases expanded. JSON is read as
+    JSON first (YAML 1.1 refuses the surrogate pairs JSON writes for characters outside the BMP),
+    then as YAML by libyaml, the C loader: it reads in linear time and refuses nesting past 1,000
+    levels, where PyYAML's pure-Python reader is quadratic in nesting and recurses once a level."""
     import yaml  # noqa: PLC0415
 
     try:
-        data = yaml.safe_load(text)
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        pass  # YAML, or neither: libyaml says which
+    except RecursionError:
+        raise RulesError(f"{source}: nested deeper than {MAX_RULES_DEPTH} levels") from None
+    except ValueError as err:  # an integer of more than 4,300 digits
+        raise RulesError(f"{source}: not YAML or JSON: {_one_line(str(err))}") from None
+    else:
+        _check_size(data, source)
+        return data
+    try:
+        data = yaml.load(text, Loader=yaml.CSafeLoader)  # the safe loader, in C
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or type(err).__name__
-        raise RulesError(f"{source}: not YAML or JSON{where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise RulesError(f"{source}: must be a mapping with a 'fields' key, not {type(data).__name__}")
-    try:
-        return ExtractionRules.model_validate(data)
-    except ValidationError as err:
-        raise RulesError(f"{source}: {_reason(err)}") from None
+        raise RulesError(f"{source}: not YAML or JSON{where}: {_one_line(problem)}") from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as err:  # a bad date or !!int, say
+        raise RulesError(f"{source}: not YAML or JSON: {_one_line(str(err)) or type(err).__name__}") from None
+    _check_size(data, source)
+    return data
+
+
+def _check_size(data: Any, source: str) -> None:
+    """Raise :class:`RulesError` when ``data`` nests deeper than :data:`MAX_RULES_DEPTH` or holds
+    more than :data:`MAX_RULES_VALUES` values; iterative, and stops at the limit (an alias to itself
+    makes an endless structure)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_RULES_VALUES:
+            raise RulesError(f"{source}: more than {MAX_RULES_VALUES} values (YAML aliases count each time)")
+        if depth > MAX_RULES_DEPTH:
+            raise RulesError(f"{source}: nested deeper than {MAX_RULES_DEPTH} levels")
+        if isinstance(value, dict):
+            stack.extend((item, depth + 1) for pair in value.items() for item in pair)
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
 
 
 def load_rules(path: Path) -> ExtractionRules:
@@ -200,9 +273,10 @@ def load_rules(path: Path) -> ExtractionRules:
     return parse_rules(text, source=str(path))
 
 
-def rules_from_json(text: str) -> ExtractionRules:
-    """Rules as a crawl stored them (:meth:`ExtractionRules.to_json`)."""
-    return parse_rules(text, source="stored extraction rules")
+def rules_from_json(text: str, source: str = "stored extraction rules") -> ExtractionRules:
+    """Rules as a crawl stored them, or its request carries them (:meth:`ExtractionRules.to_json`:
+    written out in full, so up to :data:`MAX_STORED_RULES_BYTES`)."""
+    return parse_rules(text, source, max_bytes=MAX_STORED_RULES_BYTES)
 
 
 def _reason(err: ValidationError) -> str:
@@ -214,6 +288,15 @@ def _reason(err: ValidationError) -> str:
     elif first["type"] == "too_short" and first["loc"] == ("fields",):
         message = "give at least one field"
     elif first["type"] == "literal_error" and first["loc"][-1] == "type":
-        message = f"type must be one of {', '.join(FIELD_TYPES)}, not {first['input']!r}"
+        message = f"type must be one of {', '.join(FIELD_TYPES)}, not {_short(first['input'])}"
     text = f"{where}: {message}" if where else message
+    return _one_line(text)[:500]
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a user's value, cut to a few dozen characters (an aliased structure can be vast)."""
+    return repr(value)[:60] if isinstance(value, str | int | float | bool | None) else type(value).__name__
+
+
+def _one_line(text: str) -> str:
     return " ".join(text.split())

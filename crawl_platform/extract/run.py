@@ -4,10 +4,12 @@
 crawl's stored rules, finds the page versions not yet extracted with them
 (:func:`~crawl_platform.extract.records.pending_pages`: after a rule change, every page), reads
 their responses from the archive (:func:`crawl_platform.archive.reader.archived_responses`),
-applies the rules (:class:`~crawl_platform.extract.engine.Extractor`) and lands the results chunk
-by chunk, each chunk one snapshot. The first chunk also removes the rows older rules made, so a
-crawl's records always come from one set of rules. A record the archive cannot give back is that
-page's error; nothing stops the run but an unusable lake.
+applies the rules in a child process, each page within a deadline
+(:class:`~crawl_platform.extract.bounded.BoundedExtractor`), and lands the results chunk by chunk,
+each chunk one snapshot; only the landing takes the lake's write lock. The first chunk also
+removes the rows older rules made, so a crawl's records always come from one set of rules. A
+record the archive cannot give back, or a page too slow for the rules' selectors, is that page's
+error; nothing stops the run but an unusable lake.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from crawl_platform.archive.reader import ArchivedResponse, ArchiveReadError, archived_responses
+from crawl_platform.extract.bounded import PAGE_SECONDS, BoundedExtractor
 from crawl_platform.extract.engine import Extractor, PageExtraction
 from crawl_platform.extract.records import (
     crawls_with_rules,
@@ -45,11 +48,13 @@ class ExtractReport:
     field_errors: Counter[str] = field(default_factory=Counter)
     snapshot_id: int | None = None
     examples: list[str] = field(default_factory=list)  # a few page errors, "url: error"
+    unbounded: str = ""  # why pages were extracted without the per-page deadline (no child process)
 
 
 def extract_crawl(store: CrawlStore, crawl_id: str, *, progress: Progress | None = None,
-                  chunk_pages: int = CHUNK_PAGES) -> ExtractReport:
-    """Extract the crawl's pending pages with its stored rules (raises ``UnknownCrawlError``)."""
+                  chunk_pages: int = CHUNK_PAGES, page_seconds: float = PAGE_SECONDS) -> ExtractReport:
+    """Extract the crawl's pending pages with its stored rules, each within ``page_seconds``
+    (raises ``UnknownCrawlError``)."""
     rules = stored_rules(store, crawl_id)
     extractor = Extractor(rules)
     report = ExtractReport(crawl_id, rules.digest, replaced_pages=stale_rows(store, crawl_id, rules.digest))
@@ -60,15 +65,17 @@ def extract_crawl(store: CrawlStore, crawl_id: str, *, progress: Progress | None
     drop_stale = report.replaced_pages > 0
     if not pending and drop_stale:
         report.snapshot_id = land_extractions(store, crawl_id, rules, [], drop_stale=True)
-    for start in range(0, len(pending), chunk_pages):
-        chunk = pending[start:start + chunk_pages]
-        pages = [extractor.extract(r) if isinstance(r, ArchivedResponse) else r
-                 for r in _responses(store, crawl_id, chunk)]
-        report.snapshot_id = land_extractions(store, crawl_id, rules, pages, drop_stale=drop_stale)
-        drop_stale = False
-        _count(report, pages)
-        if progress is not None:
-            progress(start + len(chunk), len(pending))
+    with BoundedExtractor(rules, page_seconds) as bounded:
+        for start in range(0, len(pending), chunk_pages):
+            chunk = pending[start:start + chunk_pages]
+            pages = [bounded.extract(r) if isinstance(r, ArchivedResponse) else r
+                     for r in _responses(store, crawl_id, chunk)]
+            report.snapshot_id = land_extractions(store, crawl_id, rules, pages, drop_stale=drop_stale)
+            drop_stale = False
+            _count(report, pages)
+            if progress is not None:
+                progress(start + len(chunk), len(pending))
+    report.unbounded = bounded.fallback
     return report
 
 

@@ -1,10 +1,11 @@
 """robots.txt rules per host (RFC 9309): fetched once, cached with an expiry, shared across runs.
 
 The fetcher asks :meth:`RobotsCache.policy` before each request, including every redirect hop.
-Parsing and matching are Protego's (Scrapy's RFC 9309 parser: longest match wins, ``*`` and
-``$`` wildcards); choosing the group is ours, because the RFC matches the user agent's *product
-token* exactly (``crawl-platform`` in ``crawl-platform/0.1 (+https://...)``), where Protego
-would also match a word of the comment. What a fetch outcome means, per the RFC:
+Reading the body into groups and matching are :mod:`.robots_rules`' (Protego matches: longest
+match wins, ``*`` and ``$`` wildcards, with the work per URL bounded); the group is the one of
+the user agent's *product token*, matched exactly as the RFC says (``crawl-platform`` in
+``crawl-platform/0.1 (+https://...)``), never a word of the comment. No body makes a question
+raise. What a fetch outcome means, per the RFC:
 
 - 2xx: the rules (the first ``ROBOTS_MAX_BYTES``; :func:`fetch_robots_txt` stops reading there);
 - redirects are followed (up to 5 hops, each through the network guard); more than that, or any
@@ -27,9 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urljoin
 
-from protego import Protego
-
 from crawl_platform.fetch.politeness import HostPacer, HostRecord, origin_of
+from crawl_platform.fetch.robots_rules import RobotsRules
 from crawl_platform.fetch.transport import REDIRECT_STATUSES, Transport, TransportError
 from crawl_platform.urls import InvalidURLError, canonicalize
 
@@ -37,7 +37,6 @@ ROBOTS_MAX_BYTES = 512 * 1024
 ROBOTS_TTL_S = 24 * 3600.0
 ROBOTS_ERROR_TTL_S = 300.0
 ROBOTS_MAX_REDIRECTS = 5
-_GROUP_LINE = re.compile(r"^\s*user-agent\s*:\s*([^#\s]+)", re.I | re.M)
 _PRODUCT = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -51,26 +50,17 @@ def robots_token(user_agent: str) -> str:
 class RobotsPolicy:
     """What one host's robots.txt says; ``expires_at`` is a ``time.time()`` value."""
 
-    rules: Protego | None
+    rules: RobotsRules | None
     disallow_all: bool
     expires_at: float
-    groups: frozenset[str] = frozenset()
-
-    def _agent(self, user_agent: str) -> str:
-        """The name to ask Protego with so that exactly our group (or ``*``) applies."""
-        token = robots_token(user_agent)
-        return token if token in self.groups else "*"
 
     def allows(self, url: str, user_agent: str) -> bool:
         if self.disallow_all:
             return False
-        return self.rules is None or bool(self.rules.can_fetch(url, self._agent(user_agent)))
+        return self.rules is None or self.rules.allows(url, robots_token(user_agent))
 
     def crawl_delay(self, user_agent: str) -> float | None:
-        if self.rules is None:
-            return None
-        delay = self.rules.crawl_delay(self._agent(user_agent))
-        return float(delay) if delay is not None else None
+        return self.rules.crawl_delay(robots_token(user_agent)) if self.rules is not None else None
 
     @property
     def sitemaps(self) -> list[str]:
@@ -84,9 +74,7 @@ def policy_from(status: int | None, body: str, fetched_at: float, ttl_s: float,
         return RobotsPolicy(None, True, fetched_at + error_ttl_s)
     if not 200 <= status < 300:
         return RobotsPolicy(None, False, fetched_at + ttl_s)  # 3xx left over, 4xx: no rules
-    text = body[:ROBOTS_MAX_BYTES]
-    groups = frozenset(g.lower() for g in _GROUP_LINE.findall(text))
-    return RobotsPolicy(Protego.parse(text), False, fetched_at + ttl_s, groups)
+    return RobotsPolicy(RobotsRules(body[:ROBOTS_MAX_BYTES]), False, fetched_at + ttl_s)
 
 
 # (status or None on network error, body) for a robots.txt URL.

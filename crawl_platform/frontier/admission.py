@@ -181,8 +181,17 @@ class Admission:
         return Admitted(admitted, len(seeds))
 
     def expand(self, batch_id: str) -> Admitted:
-        """Admit the in-scope links of a landed batch and close its items, in one transaction."""
-        with self.store.write() as con:
+        """Admit the in-scope links of a landed batch and close its items, in one transaction.
+
+        The links are read and checked against their crawls' scopes before it, with a read
+        connection, so matching patterns never holds the lake's write lock. Nothing they depend
+        on changes once the batch has landed (its items' outcomes and links, a crawl's seeds,
+        scope, patterns and depth); what does (the frontier, a crawl's state and caps, what is
+        due) is decided in the write transaction, which also closes the items, so a crawl never
+        looks finished while its links are being admitted. A newer version of a source page
+        landing in between gives the links of one version or the other, as landing a moment
+        later would."""
+        with self.store.read() as con:
             # Each distinct (crawl, link target) once, at its shallowest: a batch's pages link the
             # same targets over and over (a site's navigation), and a crawl's scope (its seeds, maybe
             # thousands) is read once per crawl, not once per link.
@@ -200,15 +209,15 @@ class Admission:
                 """,
                 [batch_id],
             ).fetchall()
-            scopes = {
-                crawl_id: CrawlScope.from_row(scope, seeds, allow, deny)
-                for crawl_id, scope, seeds, allow, deny in con.execute(
-                    """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns FROM crawls
-                       WHERE crawl_id IN (SELECT crawl_id FROM batch_items WHERE batch_id = $1)""",
-                    [batch_id]).fetchall()
-            }
-            candidates = drop_not_due(con, [(crawl_id, url, depth) for crawl_id, url, depth in rows
-                                            if scopes[crawl_id].admits(url)])
+            crawls = con.execute(
+                """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns FROM crawls
+                   WHERE crawl_id IN (SELECT crawl_id FROM batch_items WHERE batch_id = $1)""",
+                [batch_id]).fetchall()
+        scopes = {crawl_id: CrawlScope.from_row(scope, seeds, allow, deny, crawl_id)
+                  for crawl_id, scope, seeds, allow, deny in crawls}
+        in_scope = [(crawl_id, url, depth) for crawl_id, url, depth in rows if scopes[crawl_id].admits(url)]
+        with self.store.write() as con:
+            candidates = drop_not_due(con, in_scope)
             admitted = self._admit(con, candidates)
             self.states.close_batch(con, batch_id)
         return Admitted(admitted, len(candidates))

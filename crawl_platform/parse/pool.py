@@ -59,17 +59,22 @@ _WARM_URL = "http://warm-up.invalid/"
 _WARM_PAGE = b"<html><head><title>warm-up</title></head><body><p>A <a href='/a#b'>link</a>.</p></body></html>"
 
 
-def _worker_init(parent: int) -> None:
-    """Make the worker exit with the step's process, even when that is killed (no atexit runs
-    then), leave Ctrl-C to the parent, and warm the parser up."""
+def start_as_child(parent: int) -> None:
+    """What a worker process started with :class:`WorkerContext` does first: exit with ``parent``,
+    even when that is killed (no atexit runs then), and leave Ctrl-C to it."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the pool's own shutdown still ends the workers
+    except (OSError, AttributeError):  # not Linux: the owner's own shutdown still ends the workers
         pass
     if os.getppid() != parent:  # the parent died before the line above took effect
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _worker_init(parent: int) -> None:
+    """Start as the step's child (:func:`start_as_child`) and warm the parser up."""
+    start_as_child(parent)
     # What the parser imports at its first page (URL handling, Resiliparse, numpy) is imported
     # now, before the worker counts as started, not while the step waits for the first chunk
     # (docs/benchmarks.md, session 22). A worker's start costs about 0.2 CPU s (session 25).
@@ -86,12 +91,13 @@ linear algebra the parser never does (docs/benchmarks.md, session 31)."""
 
 
 class _WorkerProcess(multiprocessing.context.SpawnProcess):
-    """A parse worker's process: a new interpreter. ``spawn`` also imports the parent's
-    ``__main__`` module in the child: the daemon's module in a Dagster run forked by the
-    platform's run launcher, the CLI in an engine crawl, each bringing Dagster or the whole engine
-    into every worker. The worker needs none of it (it runs :func:`parse_pages`), so the parent's
-    ``__main__`` is hidden while the child starts. The child inherits this process's environment,
-    with :data:`WORKER_ENVIRONMENT` added for the moment it starts."""
+    """A worker's process (a parse worker, the extraction's child): a new interpreter. ``spawn``
+    also imports the parent's ``__main__`` module in the child: the daemon's module in a Dagster
+    run forked by the platform's run launcher, the CLI in an engine crawl, each bringing Dagster
+    or the whole engine into every worker. The worker needs none of it (it runs :func:`parse_pages`,
+    or extraction), so the parent's ``__main__`` is hidden while the child starts. The child
+    inherits this process's environment, with :data:`WORKER_ENVIRONMENT` added for the moment it
+    starts."""
 
     def start(self) -> None:
         with _MAIN_LOCK:
@@ -107,7 +113,9 @@ class _WorkerProcess(multiprocessing.context.SpawnProcess):
                     os.environ.pop(name, None)
 
 
-class _WorkerContext(multiprocessing.context.SpawnContext):
+class WorkerContext(multiprocessing.context.SpawnContext):
+    """``spawn`` for the engine's worker processes (parse workers, the extraction's child)."""
+
     Process = _WorkerProcess
 
 
@@ -130,7 +138,7 @@ class ParseWorkers:
             return
         self.close()
         try:
-            pool = ProcessPoolExecutor(self.count, mp_context=_WorkerContext(),
+            pool = ProcessPoolExecutor(self.count, mp_context=WorkerContext(),
                                        initializer=_worker_init, initargs=(os.getpid(),))
             # One submit starts one process while none is idle (none is before they import):
             # every worker starts now, on this thread, not later from a fetch thread. Nothing

@@ -208,7 +208,7 @@ class BatchReader:
         politeness: dict[str, tuple[float | None, int]] = {}  # the crawl's own delay and concurrency
         for crawl_id, scope, seeds, allow, deny, agent, delay_ms, concurrency in crawls:
             agents[crawl_id] = agent or None
-            scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny)
+            scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny, crawl_id)
             politeness[crawl_id] = (delay_ms / 1000.0 if delay_ms else None, concurrency or 0)
         fetch_as: dict[str, tuple[str | None, CrawlScope | None]] = {}
         chosen: list[FrontierURL] = []

@@ -158,7 +158,8 @@ class SeedIntake:
         if fetcher is None or not request.use_sitemaps or request.max_depth < 1:
             return []
         seeds = sorted({canonicalize(s) for s in request.seeds})
-        scope = CrawlScope.from_row(request.scope, seeds, request.allow_patterns, request.deny_patterns)
+        scope = CrawlScope.from_row(request.scope, seeds, request.allow_patterns, request.deny_patterns,
+                                    request.crawl_id)
         origins = {origin_of(seed) for seed in seeds}
         with self.store.read() as con:
             fetcher.prime(load_hosts(con, origins).values())

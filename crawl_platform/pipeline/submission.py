@@ -30,6 +30,7 @@ from crawl_platform.config import Scope, Settings
 from crawl_platform.extract.rules import ExtractionRules
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.schedules import Schedule, parse_schedule
+from crawl_platform.patterns import check_patterns
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
 from crawl_platform.store.extensions import ExtensionError
@@ -70,11 +71,8 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
                               ("priority", priority, MAX_PRIORITY)):
         if not 0 <= value <= high:
             raise ValueError(f"{name} must be between 0 and {high}, not {value}")
-    for pattern in (*allow, *deny):
-        try:
-            re.compile(pattern)
-        except re.error as err:
-            raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {err}") from None
+    check_patterns(list(allow), "allow patterns")
+    check_patterns(list(deny), "deny patterns")
     if any(ch in user_agent for ch in "\r\n"):
         raise ValueError("user agent must be one line")
     schedule = parse_schedule(every, cron) or Schedule()

@@ -91,7 +91,7 @@ def test_the_launchpad_takes_extraction_rules_as_text_and_refuses_bad_ones(crawl
     assert not bad.success
     failure = bad.get_step_failure_events()[0].step_failure_data.error
     assert failure.message.startswith("dagster._core.definitions.events.Failure: bad crawl request: extract_rules: "
-                                      "fields.title.regex: regex '(' is not a valid regular expression:")
+                                      "fields.title.regex: pattern '(' is not a valid RE2 regular expression:")
     assert all(hi == 0 for _lo, hi in bus.watermarks(crawl_env.seeds_topic).values())
 
     assert _launchpad(RULES).success

@@ -86,8 +86,8 @@ def test_one_bad_seed_among_good_ones_enqueues_nothing(settings, bus):
 @pytest.mark.parametrize(("flag", "value", "reason"),
                          [("--max-pages", "0", "max-pages must be between 1 and"),
                           ("--max-depth", "-1", "max-depth must be between 0 and"),
-                          ("--allow", "(", "is not a valid regular expression"),
-                          ("--deny", "[a-", "is not a valid regular expression"),
+                          ("--allow", "(", "pattern '(' is not a valid RE2 regular expression: missing ): ("),
+                          ("--deny", "/(?!x)", "pattern '/(?!x)' is not a valid RE2 regular expression"),
                           ("--max-pages-per-host", "-3", "max-pages-per-host must be between 0 and")])
 def test_bad_limits_are_one_line_exit_2(settings, bus, flag, value, reason):
     done = _cli(settings, "crawl", "http://example.com/", flag, value)

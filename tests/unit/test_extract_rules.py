@@ -1,15 +1,29 @@
 """Extraction rules and the extraction engine, on pages of the Python documentation read from disk:
-what a schema accepts and the one line it refuses with, the exact records of known pages, typed
-values and their error notes, and pages that give no record (non-HTML, empty, broken markup)."""
+what a schema accepts and the one line it refuses with (for any text: property tests), the exact
+records of known pages, typed values and their error notes, and pages that give no record
+(non-HTML, empty, broken markup)."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from crawl_platform.extract.engine import Extractor, PageBody
-from crawl_platform.extract.rules import RulesError, load_rules, parse_rules
+from crawl_platform.extract.rules import (
+    MAX_RULES_BYTES,
+    MAX_RULES_DEPTH,
+    MAX_RULES_VALUES,
+    MAX_SELECTOR_LENGTH,
+    ExtractionRules,
+    RulesError,
+    load_rules,
+    parse_rules,
+)
 from tests.sites.docs import DOCS_ROOT, footer_date
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "extract"
@@ -104,12 +118,11 @@ def test_pages_that_give_no_record_say_why_and_never_raise():
      "XPath: Invalid expression"),
     ("fields: {t: {selector: h1, type: integer}}", "rules.yaml: fields.t.type: type must be one of string, int, "
      "float, bool, date, list, not 'integer'"),
-    ("fields: {t: {selector: h1, regex: '(('}}", "rules.yaml: fields.t.regex: regex '((' is not a valid regular "
-     "expression: missing ), unterminated subpattern at position 1"),
-    ("url_pattern: '['\nfields: {t: h1}", "rules.yaml: url_pattern: url_pattern '[' is not a valid regular "
-     "expression: unterminated character set at position 0"),
-    ("fields: [", "rules.yaml: not YAML or JSON at line 1, column 10: expected the node content, but found "
-     "'<stream end>'"),
+    ("fields: {t: {selector: h1, regex: '(('}}", "rules.yaml: fields.t.regex: pattern '((' is not a valid RE2 "
+     "regular expression: missing ): (("),
+    ("url_pattern: '['\nfields: {t: h1}", "rules.yaml: url_pattern: pattern '[' is not a valid RE2 regular "
+     "expression: missing ]: ["),
+    ("fields: [", "rules.yaml: not YAML or JSON at line 2, column 1: did not find expected node content"),
     ("- 1\n- 2", "rules.yaml: must be a mapping with a 'fields' key, not list"),
     ("fields: {}", "rules.yaml: fields: give at least one field"),
     ("fields: {t: {selector: h1, colour: red}}", "rules.yaml: fields.t.colour: unknown key"),
@@ -148,3 +161,79 @@ def test_the_readme_example_rules_are_valid_and_extract_a_docs_page():
     assert record.values["shorthand"] == "json — JSON encoder and decoder¶"  # strip: only whitespace
     assert record.values["next"] == "http://docs.test/library/mailbox.html"
     assert record.errors == {}
+
+
+def _parses_or_refuses(text: str) -> None:
+    """What every text must do: give rules, or a one-line RulesError, within a second."""
+    started = time.perf_counter()
+    try:
+        rules = parse_rules(text, "rules.yaml")
+    except RulesError as err:
+        message = str(err)
+        assert message.startswith("rules.yaml: ")
+        assert "\n" not in message
+    else:
+        assert isinstance(rules, ExtractionRules)
+        assert parse_rules(rules.to_json()) == rules
+    assert time.perf_counter() - started < 1.0
+
+
+_KEY = st.sampled_from(["fields", "url_pattern", "base", "checks", "selector", "regex", "type", "strip",
+                        "attribute", "required", "resolve", "date_format", "max_null_rate", "title", "t"])
+_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20),
+                    st.sampled_from(["css:h1", "xpath://h1", "xpath:count(//*)", "css:a[href]", "(a+)+b",
+                                     "(?=x)", "int", "date", "list", "%Y"]))
+_JSON = st.recursive(_SCALAR, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                      st.dictionaries(_KEY, inner, max_size=5)), max_leaves=30)
+_SELECTOR = st.builds(lambda kind, text: kind + text, st.sampled_from(["", "css:", "xpath:"]),
+                      st.one_of(st.text(max_size=25), st.text(st.sampled_from("ah1/*[]()@:.#>~+=,'\" "), max_size=25)))
+_NAME = st.one_of(st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True), st.text(max_size=6))
+_NEAR_RULES = st.fixed_dictionaries(  # close to valid rules: random selectors, regexes and values
+    {"fields": st.dictionaries(_NAME, st.one_of(_SELECTOR, st.dictionaries(
+        _KEY, st.one_of(_SELECTOR, _SCALAR), max_size=5)), min_size=1, max_size=3)},
+    optional={"url_pattern": st.one_of(_SCALAR, st.text(max_size=15)), "base": _SELECTOR,
+              "checks": st.dictionaries(_KEY, _SCALAR, max_size=2)})
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=300))
+def test_any_text_parses_or_is_refused_with_one_line(text):
+    _parses_or_refuses(text)
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(_JSON, _NEAR_RULES))
+def test_any_json_value_parses_or_is_refused_with_one_line(value):
+    _parses_or_refuses(json.dumps(value))
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize(("text", "message"), [
+    ("fields: " + "[" * 5000 + "]" * 5000, "rules.yaml: not YAML or JSON at line 1, column 1008: exceeded maximum "
+     "nesting depth"),
+    (json.dumps({"fields": {"t": "h1"}, "checks": json.loads("[" * 900 + "]" * 900)}),
+     f"rules.yaml: nested deeper than {MAX_RULES_DEPTH} levels"),
+    ("fields:\n" + "".join(" " * i + "a:\n" for i in range(1, 600)), f"rules.yaml: nested deeper than "
+     f"{MAX_RULES_DEPTH} levels"),
+    # A billion laughs: each list holds the one before ten times over.
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+     + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+     + "fields: {t: h1}", f"rules.yaml: more than {MAX_RULES_VALUES} values (YAML aliases count each time)"),
+    ("a: &a [*a]\nfields: {t: h1}", f"rules.yaml: nested deeper than {MAX_RULES_DEPTH} levels"),
+    ("fields: {t: h1}\n#" + "x" * MAX_RULES_BYTES, f"rules.yaml: longer than {MAX_RULES_BYTES // 1024} KiB"),
+    (f"fields: {{t: 'xpath:{'/a' * MAX_SELECTOR_LENGTH}'}}", "rules.yaml: fields.t.selector: selector "
+     f"'xpath:{'/a' * 17}'... is longer than {MAX_SELECTOR_LENGTH} characters"),
+    ("fields: {t: {selector: h1, type: &l [*l]}}", "rules.yaml: nested deeper than 32 levels"),
+    # One long string, aliased into ten fields: the stored form would spell it out ten times.
+    (f"fields: {{f: {{selector: h1, strip: &s '{'x' * 200_000}'}}, "
+     + ", ".join(f"f{i}: {{selector: h1, strip: *s}}" for i in range(10)) + "}",
+     "rules.yaml: longer than 1024 KiB written out in full (defaults and aliases spelt out)"),
+    ("fields: {t: {selector: h1, date_format: '%Y', type: date}}\nupdated: 2026-13-01", "rules.yaml: not YAML or "
+     "JSON: month must be in 1..12"),
+])
+def test_hostile_rules_are_refused_quickly_with_their_own_line(text, message):
+    started = time.perf_counter()
+    with pytest.raises(RulesError) as caught:
+        parse_rules(text, "rules.yaml")
+    assert str(caught.value) == message
+    assert time.perf_counter() - started < 1.0

@@ -1,10 +1,13 @@
 """Per-crawl scope and trap defences: what a crawl admits into its frontier, end to end in DuckDB."""
 
+import logging
+
 import pytest
 
 from crawl_platform.bus.messages import CrawlRequest, FrontierURL, decode_crawl_request, encode
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.parse.html import ParsedPage
+from crawl_platform.patterns import PatternError
 from crawl_platform.pipeline.submission import build_crawl_request
 from crawl_platform.store.landing import land_batch
 from crawl_platform.urls import CrawlScope, canonicalize, trap_reason
@@ -55,14 +58,22 @@ def test_request_fields_round_trip_and_old_messages_still_decode():
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"allow": ["("]}, "is not a valid regular expression"),
-    ({"deny": ["[a-"]}, "is not a valid regular expression"),
+    ({"allow": ["("]}, "pattern '(' is not a valid RE2 regular expression: missing ): ("),
+    ({"deny": ["[a-"]}, "pattern '[a-' is not a valid RE2 regular expression: missing ]: [a-"),
+    # Back-references and look-around need a backtracking matcher: refused when the crawl is submitted.
+    ({"deny": [r"(a+)\1"]}, r"pattern '(a+)\\1' is not a valid RE2 regular expression: invalid escape sequence: \1"),
+    ({"allow": ["/(?!private)"]}, "pattern '/(?!private)' is not a valid RE2 regular expression: invalid perl "
+                                  "operator: (?!"),
+    ({"allow": ["a" * 1001]}, "is longer than 1000 characters"),
+    ({"deny": ["x"] * 101}, "deny patterns: at most 100, got 101"),
     ({"max_pages_per_host": -1}, "max-pages-per-host must be between 0"),
     ({"user_agent": "a\nb"}, "user agent must be one line"),
 ])
 def test_bad_request_fields_are_refused_with_a_reason(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(PatternError if "pattern" in message else ValueError) as raised:
         build_crawl_request([SEED], **kwargs)
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
 
 
 def _land_links(store, crawl_id, src, links):
@@ -89,3 +100,32 @@ def test_expand_applies_scope_patterns_traps_and_the_per_host_cap(store, bus):
                         "http://cdn.example/img0", "http://cdn.example/img1"}
     assert growth.admitted == 4
     assert growth.published == 4
+
+
+def test_a_pattern_is_matched_in_time_linear_in_the_url():
+    # (a+)+b backtracks exponentially in Python's re on a run of a's with no b.
+    scope = CrawlScope.for_seeds("any", [SEED], deny=[r"(a+)+b"])
+    assert scope.rejection("http://shop.example/" + "a" * 2000) is None
+
+
+def test_a_stored_pattern_re2_refuses_admits_nothing_for_its_crawl_only(store, bus, caplog):
+    frontier = Frontier(store, bus)
+    for crawl_id in ("good", "old"):
+        frontier.register(CrawlRequest(crawl_id, (SEED,), 100, 5, "host", 1.0, deny_patterns=(r"/logout",)))
+    # As a lake holds a crawl submitted when patterns were Python's re: a look-ahead.
+    with store.write() as con:
+        con.execute("UPDATE crawls SET deny_patterns = ['/(?!public)'] WHERE crawl_id = 'old'")
+    links = ["http://shop.example/public/a", "http://shop.example/p1", "http://shop.example/logout"]
+    items = [FrontierURL("good", SEED, 0), FrontierURL("old", SEED, 0)]
+    land_batch(store, "b", items, {SEED: make_result(SEED, body=b"x")},
+               {SEED: ParsedPage("t", "text", tuple((u, "a") for u in links))})
+    with caplog.at_level(logging.WARNING, logger="crawl_platform.urls"):
+        frontier.expand("b")
+    admitted = store.query("SELECT crawl_id, url FROM frontier WHERE url <> ? ORDER BY ALL", [SEED])
+    # Dropping the deny pattern would have widened the old crawl to every link: it admits none.
+    assert admitted == [("good", "http://shop.example/p1"), ("good", "http://shop.example/public/a")]
+    reason = ("the crawl admits no link: pattern '/(?!public)' is not a valid RE2 regular expression: "
+              "invalid perl operator: (?!")
+    assert f"crawl old: {reason}" in caplog.messages
+    scope = CrawlScope.from_row("host", [SEED], None, ["/(?!public)"])
+    assert scope.rejection("http://shop.example/p1") == reason
