@@ -31,6 +31,7 @@ from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.frontier.states import CrawlState
+from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
@@ -293,7 +294,8 @@ class BatchCrawler:
     def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE,
                  page_events: bool = True, archive: bool = True,
                  revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True,
-                 parse_workers: int = 0, workers: ParseWorkers | None = None, workers_from: int = 0) -> None:
+                 parse_workers: int = 0, workers: ParseWorkers | None = None, workers_from: int = 0,
+                 max_links: int = MAX_LINKS_PER_PAGE) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -303,7 +305,7 @@ class BatchCrawler:
         self.reader = BatchReader(bus, store, read_model)
         self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None,
                                           main_content=main_content, parse_workers=parse_workers,
-                                          workers=workers, workers_from=workers_from)
+                                          workers=workers, workers_from=workers_from, max_links=max_links)
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
 
     @classmethod
@@ -313,7 +315,7 @@ class BatchCrawler:
                    Fetcher.from_settings(settings), settings.parser, settings.page_events,
                    settings.archive_responses, RevisitPolicy.from_settings(settings),
                    main_content=settings.main_content, parse_workers=settings.parse_workers, workers=workers,
-                   workers_from=settings.parse_workers_from)
+                   workers_from=settings.parse_workers_from, max_links=settings.max_links_per_page)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

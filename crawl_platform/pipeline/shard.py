@@ -13,6 +13,7 @@ from pathlib import Path
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine, parse_html
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
 
@@ -31,11 +32,13 @@ class ShardResult:
     unchanged: set[str] = field(default_factory=set)
     parser: ParserEngine = DEFAULT_ENGINE  # how the shard parsed its pages
     main_content: bool = True
+    max_links: int = MAX_LINKS_PER_PAGE
 
     def parse_later(self, url: str) -> ParsedPage:
-        """Parse the unchanged page ``url`` as the shard parsed the others."""
+        """Parse the unchanged page ``url`` as the shard parsed the others (never raises)."""
         r = self.results[url]
-        return parse_html(r.body, r.final_url, r.content_type, self.parser, main_content=self.main_content)
+        return parse_html(r.body, r.final_url, r.content_type, self.parser, main_content=self.main_content,
+                          max_links=self.max_links)
 
 
 class ShardFetcher:
@@ -47,11 +50,12 @@ class ShardFetcher:
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE, archive: Path | None = None, *,
                  main_content: bool = True, parse_workers: int = 0, workers: ParseWorkers | None = None,
-                 workers_from: int = 0) -> None:
+                 workers_from: int = 0, max_links: int = MAX_LINKS_PER_PAGE) -> None:
         self.fetcher = fetcher
         self.parser = parser
         self.archive = archive
         self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
+        self.max_links = max_links  # CRAWL_MAX_LINKS_PER_PAGE
         self.parse_workers = parse_workers  # CRAWL_PARSE_WORKERS: processes parsing while the fetch goes on
         self.fallback = ""  # why the last shard was parsed in this process although workers were asked for
         self.workers_from = workers_from  # CRAWL_PARSE_WORKERS_FROM: a smaller shard starts none
@@ -76,7 +80,7 @@ class ShardFetcher:
         known = {r.url: r.known_hash for r in requests if r.known_hash}
         unchanged: set[str] = set()
         with ParsePool(self._workers if requests and self._workers is not None else 0, self.parser,
-                       main_content=self.main_content) as pool:
+                       main_content=self.main_content, max_links=self.max_links) as pool:
 
             def parse(result: FetchResult) -> None:  # on the fetch threads
                 if known and result.is_html and known.get(result.url) == result.content_hash:
@@ -99,7 +103,8 @@ class ShardFetcher:
             seconds["parse"] = time.perf_counter() - clock
         parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
-        return ShardResult(results, parsed, learned, seconds, archived, unchanged, self.parser, self.main_content)
+        return ShardResult(results, parsed, learned, seconds, archived, unchanged, self.parser, self.main_content,
+                           self.max_links)
 
     def close(self) -> None:
         """Ends the parse workers and the fetcher's connections."""

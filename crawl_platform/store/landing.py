@@ -77,7 +77,8 @@ def latest_versions(con: Any, urls: Sequence[str]) -> dict[str, LatestVersion]:
 
 
 def main_content_columns(parsed: Sequence[ParsedPage]) -> dict[str, pa.Array]:
-    """The ``documents`` columns of the pages' main content (:mod:`crawl_platform.parse.main_text`)."""
+    """The ``documents`` columns of the pages' main content (:mod:`crawl_platform.parse.main_text`)
+    and of how the parse went (``parse_error``, ``links_truncated``)."""
     mains = [p.main for p in parsed]
     return {
         "main_text": pa.array([m.text if m else None for m in mains], pa.string()),
@@ -85,6 +86,8 @@ def main_content_columns(parsed: Sequence[ParsedPage]) -> dict[str, pa.Array]:
         "simhash": pa.array([m.simhash if m else None for m in mains], pa.uint64()),
         "extractor": pa.array([m.extractor if m else None for m in mains], pa.string()),
         "main_text_error": pa.array([m.error if m else None for m in mains], pa.string()),
+        "parse_error": pa.array([p.error for p in parsed], pa.string()),
+        "links_truncated": pa.array([p.links_truncated for p in parsed], pa.bool_()),
     }
 
 
@@ -157,9 +160,9 @@ def land_batch(
         con.register("inc_links", links)
         n_docs = con.execute(
             """INSERT INTO documents (url, version, title, text, main_text, language, simhash, extractor,
-                                      main_text_error)
+                                      main_text_error, parse_error, links_truncated)
                SELECT d.url, n.version, d.title, d.text, d.main_text, d.language, d.simhash, d.extractor,
-                      d.main_text_error
+                      d.main_text_error, d.parse_error, d.links_truncated
                FROM inc_docs d JOIN new_versions n USING (url)"""
         ).fetchone()
         n_links = con.execute(
