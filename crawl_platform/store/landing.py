@@ -110,7 +110,8 @@ def land_batch(
     ``unchanged`` are the pages left unparsed because their body was their latest version's
     (:attr:`~crawl_platform.fetch.results.FetchRequest.known_hash`), each with its parse: they
     land no new version, unless another batch landed the URL since this one was read, and then
-    they are parsed here, in the transaction, so no version lands without its document.
+    they are parsed here, so no version lands without its document: before the write lock, those
+    a read finds changed; in the transaction only those another batch landed in the moment between.
     """
     pointers = archived or {}
     crawl_of: dict[str, str] = {}
@@ -119,6 +120,10 @@ def land_batch(
     landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
     hashes = {r.url: r.content_hash for r in landable}
     parsed = dict(parsed)
+    late = 0
+    if unchanged:  # parsing is slow: not under the write lock, which every landing waits for
+        with store.read() as con:
+            late = _parse_late(con, unchanged, hashes, parsed)
     tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
     batch_items = pa.table({
         "crawl_id": pa.array([i.crawl_id for i in items], pa.string()),
@@ -126,9 +131,9 @@ def land_batch(
         "depth": pa.array([i.depth for i in items], pa.int32()),
         "outcome": pa.array([outcome_of(results.get(i.url)) for i in items], pa.string()),
     })
-    late = 0
     with store.write() as con:
-        if unchanged and (late := _parse_late(con, unchanged, hashes, parsed)):
+        if unchanged and (again := _parse_late(con, unchanged, hashes, parsed)):
+            late += again
             tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
         pages, docs, links = tables
         con.register("inc_pages", pages)
