@@ -168,7 +168,8 @@ class Fetcher:
                   on_result: Callable[[FetchResult], None] | None = None) -> dict[str, FetchResult]:
         """Fetch every URL once (the first request for a URL wins); returns results keyed by URL.
         ``on_result`` is called with each result as it completes, from the worker thread that
-        fetched it (the fetch step hands pages to its parse workers this way)."""
+        fetched it (the fetch step hands pages to its parse workers this way); it must not raise.
+        One URL's failure is its result's ``error``: it never costs another URL its result."""
         unique: dict[str, FetchRequest] = {}
         for req in requests:
             request = FetchRequest(req) if isinstance(req, str) else req
@@ -197,7 +198,7 @@ class Fetcher:
         self.transport.close()
 
     def fetch(self, request: str | FetchRequest) -> FetchResult:
-        """Fetch one URL, following redirects; never raises."""
+        """Fetch one URL, following redirects; never raises: whatever goes wrong is the result's ``error``."""
         req = FetchRequest(request) if isinstance(request, str) else request
         started = time.monotonic()
         trail = _Trail(req.url)
@@ -211,6 +212,8 @@ class Fetcher:
             outcome = {"error": str(err), "attempts": err.attempts}
         except TransportError as err:
             outcome = {"error": str(err)}
+        except Exception as err:  # anything else is this URL's failure: it lands as a row, never stops the batch
+            outcome = {"error": f"fetch failed: {type(err).__name__}: {redact(' '.join(str(err).split()))[:300]}"}
         return FetchResult(
             url=req.url, final_url=trail.current, fetched_at=datetime.now(UTC).replace(tzinfo=None),
             elapsed_ms=(time.monotonic() - started) * 1000.0, redirect_chain=tuple(trail.chain), hops=tuple(trail.hops),
@@ -297,8 +300,8 @@ class Fetcher:
             return False
         try:
             self.robots.policy(origin)
-        except (BlockedAddressError, InvalidURLError):
-            return False  # the page's own fetch reports it
+        except Exception:  # the page's own fetch asks again and reports it
+            return False
         return True
 
     def _accepts(self, accept_any: bool) -> Callable[[str | None], bool]:
