@@ -7,7 +7,7 @@ its :class:`ShardResult` is what the landing step (``batch.BatchLander``) writes
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
@@ -95,8 +95,11 @@ class ShardFetcher:
             archived: dict[str, RecordPointer] = {}
             if self.archive is not None:  # while the workers parse the last pages
                 clock = time.perf_counter()
-                archived = archive_results(self.archive, shard_file_name(batch_id, shard), results.values(),
-                                           {"isPartOf": batch_id or "batch", "shard": shard})
+                archived, not_archived = archive_results(self.archive, shard_file_name(batch_id, shard),
+                                                         results.values(),
+                                                         {"isPartOf": batch_id or "batch", "shard": shard})
+                for url, error in not_archived.items():  # the page lands all the same, with the reason
+                    results[url] = replace(results[url], error=results[url].error or f"not archived: {error}")
                 seconds["archive"] = time.perf_counter() - clock
             clock = time.perf_counter()
             by_url = pool.parsed()
