@@ -108,7 +108,8 @@ class Admission:
         return Admitted(admitted, len(seeds))
 
     def expand(self, batch_id: str) -> Admitted:
-        """Admit the in-scope links of a landed batch and close its items, in one transaction."""
+        """Admit the in-scope links of a landed batch and close its items, in one transaction; the
+        batch's postponed URLs come back with the admitted ones, to be published again."""
         with self.store.write() as con:
             # Each distinct (crawl, link target) once, at its shallowest: a batch's pages link the
             # same targets over and over (a site's navigation), and a crawl's scope (its seeds, maybe
@@ -138,7 +139,8 @@ class Admission:
                                             if scopes[crawl_id].admits(url)])
             admitted = self._admit(con, candidates)
             self.states.close_batch(con, batch_id)
-        return Admitted(admitted, len(candidates))
+            again = self.states.reopen_postponed(con, batch_id)  # its byte budget ran out before them
+        return Admitted(admitted + again, len(candidates))
 
     def admit(self, crawl_id: str, urls: list[str], depth: int) -> Admitted:
         """Admit already scope-checked URLs of a crawl at ``depth`` (e.g. from its sitemaps); the

@@ -13,7 +13,7 @@ the content hash that spares the parse of a body the lake has already (see :func
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -41,10 +41,11 @@ class LandedBatch:
     parsed_late: int = 0  # unchanged pages parsed here after all: another batch had landed their URL
 
 
-def outcome_of(result: FetchResult | None) -> BatchOutcome:
-    """How a batch item ends (``batch_items.outcome``): ``skipped`` when the run did not fetch it."""
+def outcome_of(result: FetchResult | None, postponed: bool = False) -> BatchOutcome:
+    """How a batch item ends (``batch_items.outcome``): ``postponed`` when the batch's byte budget
+    ran out before its fetch, ``skipped`` when the run did not fetch it for another reason."""
     if result is None:
-        return BatchOutcome.SKIPPED
+        return BatchOutcome.POSTPONED if postponed else BatchOutcome.SKIPPED
     if result.disallowed:
         return BatchOutcome.DISALLOWED
     if result.status is None or result.status >= 400:
@@ -101,6 +102,7 @@ def land_batch(
     archived: Mapping[str, RecordPointer] | None = None,
     revisit: RevisitPolicy = DEFAULT_REVISITS,
     unchanged: Mapping[str, Callable[[], ParsedPage]] | None = None,
+    postponed: Collection[str] = (),
 ) -> LandedBatch:
     """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
 
@@ -112,6 +114,8 @@ def land_batch(
     land no new version, unless another batch landed the URL since this one was read, and then
     they are parsed here, so no version lands without its document: before the write lock, those
     a read finds changed; in the transaction only those another batch landed in the moment between.
+    ``postponed`` are the URLs left unfetched when the batch's byte budget ran out: their items
+    land ``postponed``, and the batch's expansion publishes them again.
     """
     pointers = archived or {}
     crawl_of: dict[str, str] = {}
@@ -129,7 +133,7 @@ def land_batch(
         "crawl_id": pa.array([i.crawl_id for i in items], pa.string()),
         "url": pa.array([i.url for i in items], pa.string()),
         "depth": pa.array([i.depth for i in items], pa.int32()),
-        "outcome": pa.array([outcome_of(results.get(i.url)) for i in items], pa.string()),
+        "outcome": pa.array([outcome_of(results.get(i.url), i.url in postponed) for i in items], pa.string()),
     })
     with store.write() as con:
         if unchanged and (again := _parse_late(con, unchanged, hashes, parsed)):

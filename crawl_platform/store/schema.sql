@@ -79,7 +79,7 @@ CREATE TABLE IF NOT EXISTS batch_items (
     crawl_id VARCHAR NOT NULL,
     url      VARCHAR NOT NULL,
     depth    INTEGER NOT NULL,
-    outcome  VARCHAR NOT NULL            -- fetched | failed | disallowed | skipped
+    outcome  VARCHAR NOT NULL            -- fetched | failed | disallowed | skipped | postponed
     -- key: (batch_id, crawl_id, url)
 );
 -- Per-origin state shared by all runs: robots.txt cache and adaptive politeness.
