@@ -59,7 +59,7 @@ CODE_VERSION = "2"
 frontier_batches = DynamicPartitionsDefinition(name="frontier_batches")
 batch_retry = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL)
 
-Shard = tuple[list[FetchRequest], list[HostRecord]]
+Shard = tuple[list[FetchRequest], list[HostRecord], int]  # its requests, their hosts, its byte budget
 
 
 class BatchConfig(Config):
@@ -103,8 +103,11 @@ def plan_batch(context: OpExecutionContext, config: BatchConfig,
                      f"{len(prepared.requests)} to fetch in {len(shards)} shard(s)")
     yield Output(prepared, "prepared")
     # At least one shard, so the landing step always runs (an empty batch still lands as empty).
+    # The shards share the batch's byte budget: the landing step holds all their bodies.
+    budget = max(1, crawl.settings().batch_max_bytes // max(1, len(shards)))
     for index, requests in enumerate(shards or [[]]):
-        yield DynamicOutput((requests, prepared.hosts_of(requests)), mapping_key=f"s{index}", output_name="shards")
+        yield DynamicOutput((requests, prepared.hosts_of(requests), budget), mapping_key=f"s{index}",
+                            output_name="shards")
 
 
 @op(
@@ -116,10 +119,10 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
                 shard: Shard | None) -> ShardResult | None:
     if shard is None:  # the handoff is gone because the batch already landed (see land_batch)
         return None
-    requests, hosts = shard
+    requests, hosts, budget = shard
     fetcher = crawl.shard_fetcher(shared_workers=_steps_share_the_process(context), pages=len(requests))
     try:
-        result = fetcher.fetch(requests, hosts, context.partition_key, context.get_mapping_key() or "s0")
+        result = fetcher.fetch(requests, hosts, context.partition_key, context.get_mapping_key() or "s0", budget)
     finally:
         fetcher.close()
     if fetcher.fallback:
@@ -168,6 +171,7 @@ def _pages_metadata(report: BatchReport, shards: int) -> dict[str, int | float |
         "skipped_duplicates": report.skipped,
         "dead_letters": report.dead_letters,
         "deferred": report.deferred,
+        "postponed_over_budget": report.postponed,
         "bytes": report.bytes,
         "new_versions": report.new_versions,
         "unchanged_not_parsed": report.unchanged,

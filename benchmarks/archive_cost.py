@@ -87,7 +87,7 @@ with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             name = writer.shard_file_name("bench", "s0")
             clock = time.perf_counter()
-            pointers = writer.archive_results(root, name, results, {"isPartOf": "bench"})
+            pointers, _failed = writer.archive_results(root, name, results, {"isPartOf": "bench"})
             times.append(time.perf_counter() - clock)
         return statistics.median(times), pointers, (root / name).stat().st_size
 

@@ -72,7 +72,8 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
         lent = run_parse_workers(settings, start=pages >= settings.parse_workers_from) if shared_workers else None
         return ShardFetcher(Fetcher.from_settings(settings), settings.parser, archive,
                             main_content=settings.main_content, parse_workers=settings.parse_workers,
-                            workers=lent, workers_from=settings.parse_workers_from)
+                            workers=lent, workers_from=settings.parse_workers_from,
+                            max_links=settings.max_links_per_page, max_bytes=settings.batch_max_bytes)
 
     def start_parse_workers(self, pages: int) -> None:
         """Start the run's parse workers now, for a batch of ``pages`` (they take about 0.6 s to

@@ -9,6 +9,9 @@ theirs, in order, before the final response's), and the
 renamed into place only once it is complete and fsynced, and every file name is new (the
 batch, the shard and a random part), so a retried or repeated fetch step never overwrites a
 file that landed rows point into; a failed attempt leaves at most an unreferenced ``.part``.
+Each result's records are compressed into memory first and appended whole, so a result that
+cannot be written is left out of the file, with its reason, and the others are archived; only a
+failure of the file itself (a full disk) fails the shard.
 The stored body is the decoded one the parser saw, so the stored headers say so:
 ``Content-Encoding`` and ``Transfer-Encoding`` are kept as ``X-Crawl-Original-*`` and
 ``Content-Length`` is the stored body's length.
@@ -16,6 +19,7 @@ The stored body is the decoded one the parser saw, so the stored headers say so:
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import uuid
@@ -65,24 +69,42 @@ class WarcFile:
         self._part = self.path.with_name(self.path.name + ".part")
         self._part.parent.mkdir(parents=True, exist_ok=True)
         self._file: BinaryIO = self._part.open("wb")
-        self._gzip = GzipWriter(self._file, compression_level=COMPRESSION_LEVEL)
+        self._staged = io.BytesIO()  # one result's records, compressed, until they are whole
+        self._gzip = GzipWriter(self._staged, compression_level=COMPRESSION_LEVEL)
         fields = {"software": "crawl-platform", "format": "WARC File Format 1.1", **(info or {})}
         self._write(_record(WarcRecordType.warcinfo, _uuid(), datetime.now(UTC),
                             "".join(f"{k}: {v}\r\n" for k, v in fields.items()).encode(),
                             "application/warc-fields", {"WARC-Filename": self.path.name}))
+        self._append()
 
     def add(self, result: FetchResult) -> RecordPointer | None:
         """Archive the result's redirects, then its final request and response; the pointer of the
-        final response record, or None when there was no final response to keep."""
-        for hop in result.hops:
-            if hop.exchange is not None:
-                self._exchange(hop.url, hop.exchange, hop.body, hop.fetched_at)
-        if result.status is None or result.exchange is None:
-            return None
-        return self._exchange(result.final_url, result.exchange, result.body, result.fetched_at)
+        final response record, or None when there was no final response to keep. A result whose
+        records cannot be made raises, and leaves nothing of itself in the file."""
+        start = self._file.tell()
+        try:
+            for hop in result.hops:
+                if hop.exchange is not None:
+                    self._exchange(hop.url, hop.exchange, hop.body, hop.fetched_at)
+            pointer = None
+            if result.status is not None and result.exchange is not None:
+                pointer = self._exchange(result.final_url, result.exchange, result.body, result.fetched_at)
+        except Exception:
+            self._staged = io.BytesIO()  # the half-made records go, with the writer that holds them
+            self._gzip = GzipWriter(self._staged, compression_level=COMPRESSION_LEVEL)
+            raise
+        self._append()
+        return None if pointer is None else RecordPointer(self.name, start + pointer.offset, pointer.length)
+
+    def _append(self) -> None:
+        """Append the staged records to the file."""
+        self._file.write(self._staged.getbuffer())
+        self._staged.seek(0)
+        self._staged.truncate()
 
     def _exchange(self, url: str, exchange: Exchange, body: bytes, fetched_at: datetime) -> RecordPointer:
-        """A request record and its response record; the response record's pointer."""
+        """A request record and its response record, staged; the response record's pointer, its
+        offset counted from the start of the staged records."""
         when = fetched_at.replace(tzinfo=UTC)
         target = {"WARC-Target-URI": url}
         response_id = _uuid()
@@ -92,10 +114,10 @@ class WarcFile:
                             "application/http; msgtype=request",
                             {**target, "WARC-Concurrent-To": f"<urn:{response_id.decode()}>"}))
         head = _response_head(exchange.status_line, exchange.response_headers, len(body))
-        offset = self._file.tell()
+        offset = self._staged.tell()
         self._write(_record(WarcRecordType.response, response_id, when, head + body,
                             "application/http; msgtype=response", target))
-        return RecordPointer(self.name, offset, self._file.tell() - offset)
+        return RecordPointer(self.name, offset, self._staged.tell() - offset)
 
     def copy(self, member: bytes) -> RecordPointer:
         """Append a record already stored as one gzip member, byte for byte (a WARC export)."""
@@ -105,7 +127,7 @@ class WarcFile:
 
     @property
     def size(self) -> int:
-        return self._file.tell()
+        return self._file.tell()  # nothing is staged between two calls of add()
 
     def commit(self) -> None:
         """Close, fsync and rename the file into place (and fsync its folder): complete on disk
@@ -132,21 +154,33 @@ class WarcFile:
 
 
 def archive_results(root: Path, name: str, results: Iterable[FetchResult],
-                    info: dict[str, str] | None = None) -> dict[str, RecordPointer]:
+                    info: dict[str, str] | None = None) -> tuple[dict[str, RecordPointer], dict[str, str]]:
     """Write every response among ``results``, redirects included, into the new file
-    ``root/name``; the pointer of each archived final response by its URL. Writes no file when
-    none had a response."""
+    ``root/name``: the pointer of each archived final response by its URL, and why each result
+    that could not be archived was not (it is left out; the others are in the file). Writes no
+    file when none had a response; raises when the file itself cannot be written."""
     with_response = [r for r in results if (r.status is not None and r.exchange is not None) or r.hops]
     if not with_response:
-        return {}
+        return {}, {}
     warc = WarcFile(root, name, info)
+    pointers: dict[str, RecordPointer] = {}
+    failed: dict[str, str] = {}
     try:
-        pointers = {r.url: pointer for r in with_response if (pointer := warc.add(r)) is not None}
+        for result in with_response:
+            try:
+                pointer = warc.add(result)
+            except OSError:
+                raise
+            except Exception as err:  # this response's failure, not the file's
+                failed[result.url] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+                continue
+            if pointer is not None:
+                pointers[result.url] = pointer
         warc.commit()
     except BaseException:
         warc.discard()
         raise
-    return pointers
+    return pointers, failed
 
 
 def _response_head(status_line: str, headers: Iterable[tuple[str, str]], body_length: int) -> bytes:

@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings
 
+from crawl_platform.parse import MAX_LINKS_PER_PAGE
+
 
 class FetchSettings(BaseSettings):
     """How pages are fetched (politely) and parsed."""
@@ -107,6 +109,11 @@ class FetchSettings(BaseSettings):
         "selectolax", validation_alias=AliasChoices("CRAWL_PARSER", "parser"),
         description="Link/text extractor: selectolax (lexbor, the fastest), lxml or BeautifulSoup; all give "
         "the same title, text and links on well-formed pages.",
+    )
+    max_links_per_page: int = Field(
+        MAX_LINKS_PER_PAGE, ge=1, validation_alias=AliasChoices("CRAWL_MAX_LINKS_PER_PAGE", "max_links_per_page"),
+        description="Most links kept per page, in page order (documents.links_truncated says a page had "
+        "more); the parser stops reading links there.",
     )
     main_content: bool = Field(
         True, validation_alias=AliasChoices("CRAWL_MAIN_CONTENT", "main_content"),

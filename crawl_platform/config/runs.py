@@ -39,6 +39,12 @@ class RunSettings(BaseSettings):
         "for up to this many seconds, instead of a sensor pass and a run start per level; 0: one batch "
         "per run. Not on the Celery executor, where a run's fetch fans out over workers.",
     )
+    batch_max_bytes: int = Field(
+        256 * 1024 * 1024, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_MAX_BYTES", "batch_max_bytes"),
+        description="Most bytes of bodies one batch holds in memory: once its fetch has read this much it "
+        "starts no new request, and the URLs it did not fetch are published again for a later batch "
+        "(batch_items.outcome 'postponed'). A batch's fetch steps share it.",
+    )
     fetch_shards: int = Field(
         0, ge=0, validation_alias=AliasChoices("CRAWL_FETCH_SHARDS", "fetch_shards"),
         description="Fetch steps a batch run fans out into, each over whole hosts. 0: 1 on the in-process "

@@ -57,6 +57,23 @@ class _Trail:
     hops: list[RedirectHop] = field(default_factory=list)
 
 
+class _ByteBudget:
+    """The bytes of bodies one :meth:`Fetcher.fetch_all` may read (None: no limit); thread-safe."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.read = 0
+        self._lock = threading.Lock()
+
+    @property
+    def spent(self) -> bool:
+        return self.limit is not None and self.read >= self.limit
+
+    def add(self, count: int) -> None:
+        with self._lock:
+            self.read += count
+
+
 class _NoResponseError(Exception):
     """No response worth keeping for this hop; ``str`` is the error, ``attempts`` the requests sent."""
 
@@ -166,10 +183,14 @@ class Fetcher:
 
     # --- fetching -------------------------------------------------------------------------------
     def fetch_all(self, requests: Iterable[str | FetchRequest],
-                  on_result: Callable[[FetchResult], None] | None = None) -> dict[str, FetchResult]:
+                  on_result: Callable[[FetchResult], None] | None = None,
+                  max_bytes: int | None = None) -> dict[str, FetchResult]:
         """Fetch every URL once (the first request for a URL wins); returns results keyed by URL.
         ``on_result`` is called with each result as it completes, from the worker thread that
-        fetched it (the fetch step hands pages to its parse workers this way)."""
+        fetched it (the fetch step hands pages to its parse workers this way); it must not raise.
+        One URL's failure is its result's ``error``: it never costs another URL its result. With
+        ``max_bytes``, no request starts once the bodies read add up to it (those in flight finish):
+        the URLs left have no result, and the caller fetches them later."""
         unique: dict[str, FetchRequest] = {}
         for req in requests:
             request = FetchRequest(req) if isinstance(req, str) else req
@@ -185,8 +206,10 @@ class Fetcher:
             concurrency = self._host_policy(origin, host_requests)
             queues += [(origin, host_requests[i::concurrency]) for i in range(min(concurrency, len(host_requests)))]
         turns = HostTurns(self.pacer, queues)
+        budget = _ByteBudget(max_bytes)
         pool = self._workers()
-        workers = [pool.submit(self._serve_turns, turns, on_result) for _ in range(min(self.concurrency, len(unique)))]
+        workers = [pool.submit(self._serve_turns, turns, on_result, budget)
+                   for _ in range(min(self.concurrency, len(unique)))]
         return {result.url: result for worker in workers for result in worker.result()}
 
     def close(self) -> None:
@@ -198,7 +221,7 @@ class Fetcher:
         self.transport.close()
 
     def fetch(self, request: str | FetchRequest) -> FetchResult:
-        """Fetch one URL, following redirects; never raises."""
+        """Fetch one URL, following redirects; never raises: whatever goes wrong is the result's ``error``."""
         req = FetchRequest(request) if isinstance(request, str) else request
         started = time.monotonic()
         trail = _Trail(req.url)
@@ -212,6 +235,8 @@ class Fetcher:
             outcome = {"error": str(err), "attempts": err.attempts}
         except TransportError as err:
             outcome = {"error": str(err)}
+        except Exception as err:  # anything else is this URL's failure: it lands as a row, never stops the batch
+            outcome = {"error": f"fetch failed: {type(err).__name__}: {redact(' '.join(str(err).split()))[:300]}"}
         return FetchResult(
             url=req.url, final_url=trail.current, fetched_at=datetime.now(UTC).replace(tzinfo=None),
             elapsed_ms=(time.monotonic() - started) * 1000.0, redirect_chain=tuple(trail.chain), hops=tuple(trail.hops),
@@ -273,15 +298,18 @@ class Fetcher:
                 self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="fetch")
             return self._pool
 
-    def _serve_turns(self, turns: HostTurns[FetchRequest],
-                     on_result: Callable[[FetchResult], None] | None = None) -> list[FetchResult]:
+    def _serve_turns(self, turns: HostTurns[FetchRequest], on_result: Callable[[FetchResult], None] | None,
+                     budget: _ByteBudget) -> list[FetchResult]:
         results, previous = [], None
-        while (turn := turns.take(previous)) is not None:
+        while not budget.spent and (turn := turns.take(previous)) is not None:
             previous, request = turn
+            if budget.spent:  # spent while this worker waited for the host's turn
+                break
             if self._robots_first(request.url):
                 turns.put_back(previous, request)  # the page waits out the host's gap in its queue
                 continue
             result = self.fetch(request)
+            budget.add(len(result.body))
             results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -298,8 +326,8 @@ class Fetcher:
             return False
         try:
             self.robots.policy(origin)
-        except (BlockedAddressError, InvalidURLError):
-            return False  # the page's own fetch reports it
+        except Exception:  # the page's own fetch asks again and reports it
+            return False
         return True
 
     def _accepts(self, accept_any: bool) -> Callable[[str | None], bool]:

@@ -273,6 +273,8 @@ class Transport:
                 raise _classify(err, deadline) from None
             except ExpiredDeadlineError:
                 raise DeadlineExceededError(deadline.message) from None
+            except ValueError as err:  # requests reads a redirect's Location even when following none
+                raise TransportError(redact(f"bad redirect: {' '.join(str(err).split())}")[:500]) from None
             with resp:
                 latency = resp.elapsed.total_seconds()
                 status = resp.status_code

@@ -190,7 +190,8 @@ class Admission:
         due) is decided in the write transaction, which also closes the items, so a crawl never
         looks finished while its links are being admitted. A newer version of a source page
         landing in between gives the links of one version or the other, as landing a moment
-        later would."""
+        later would. The batch's postponed URLs (its byte budget ran out before them) come back
+        with the admitted ones, to be published again."""
         with self.store.read() as con:
             # Each distinct (crawl, link target) once, at its shallowest: a batch's pages link the
             # same targets over and over (a site's navigation), and a crawl's scope (its seeds, maybe
@@ -220,7 +221,8 @@ class Admission:
             candidates = drop_not_due(con, in_scope)
             admitted = self._admit(con, candidates)
             self.states.close_batch(con, batch_id)
-        return Admitted(admitted, len(candidates))
+            again = self.states.reopen_postponed(con, batch_id)  # its byte budget ran out before them
+        return Admitted(admitted + again, len(candidates))
 
     def admit(self, crawl_id: str, urls: list[str], depth: int) -> Admitted:
         """Admit already scope-checked URLs of a crawl at ``depth`` (e.g. from its sitemaps); the

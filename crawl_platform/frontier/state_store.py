@@ -18,6 +18,7 @@ import duckdb
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.states import (
     CLOSED_STATES,
+    NOT_CLOSING,
     BatchOutcome,
     CrawlState,
     URLState,
@@ -82,22 +83,41 @@ class URLStateStore:
         the platform) are recorded first, then every pending row of the batch is closed."""
         for state in CLOSED_STATES:
             check_transition(None, state)
-        skipped = sql_literal(BatchOutcome.SKIPPED)
+        open_ = sql_list(NOT_CLOSING)
         con.execute(
             f"""INSERT INTO frontier (url, crawl_id, depth, state, discovered_at, host, updated_at, batch_id)
                SELECT b.url, b.crawl_id, b.depth, b.outcome, $2, split_part(b.url, '/', 3), $2, $1
                FROM batch_items b JOIN crawls USING (crawl_id)
-               WHERE b.batch_id = $1 AND b.outcome <> {skipped}
+               WHERE b.batch_id = $1 AND b.outcome NOT IN {open_}
                  AND NOT EXISTS (SELECT 1 FROM frontier f WHERE f.crawl_id = b.crawl_id AND f.url = b.url)""",
             [batch_id, utc_now()],
         )
         con.execute(
             f"""UPDATE frontier SET state = b.outcome, batch_id = b.batch_id, updated_at = $2
                FROM batch_items b
-               WHERE b.batch_id = $1 AND b.outcome <> {skipped} AND frontier.crawl_id = b.crawl_id
+               WHERE b.batch_id = $1 AND b.outcome NOT IN {open_} AND frontier.crawl_id = b.crawl_id
                  AND frontier.url = b.url AND frontier.state IN {sql_list(sources_of(*CLOSED_STATES))}""",
             [batch_id, utc_now()],
         )
+
+    def reopen_postponed(self, con: duckdb.DuckDBPyConnection, batch_id: str) -> list[FrontierURL]:
+        """In the caller's transaction: the ``queued`` rows of the batch's ``postponed`` items become
+        ``discovered`` again; returns them, to publish (a lost publish is sent again like any
+        ``discovered`` row's)."""
+        check_transition(URLState.QUEUED, URLState.DISCOVERED)
+        postponed, queued = sql_literal(BatchOutcome.POSTPONED), sql_literal(URLState.QUEUED)
+        rows = con.execute(
+            f"""SELECT f.crawl_id, f.url, f.depth FROM frontier f JOIN batch_items b USING (crawl_id, url)
+               WHERE b.batch_id = $1 AND b.outcome = {postponed} AND f.state = {queued}""",
+            [batch_id]).fetchall()
+        if rows:
+            con.execute(
+                f"""UPDATE frontier SET state = {sql_literal(URLState.DISCOVERED)}, updated_at = $2
+                   FROM batch_items b
+                   WHERE b.batch_id = $1 AND b.outcome = {postponed} AND frontier.crawl_id = b.crawl_id
+                     AND frontier.url = b.url AND frontier.state = {queued}""",
+                [batch_id, utc_now()])
+        return [FrontierURL(c, u, d) for c, u, d in rows]
 
     def hold_paused(self, con: duckdb.DuckDBPyConnection, crawl_ids: set[str]) -> set[str]:
         """In the caller's transaction: the crawls among ``crawl_ids`` that are paused, whose

@@ -5,8 +5,10 @@ acknowledged its message (a re-publish refreshes ``queued``), and is closed ``fe
 or ``disallowed`` when its batch is expanded; the closed states are final. A crawl paused by its
 user moves its pending rows to ``paused`` (resume makes them ``discovered`` again and publishes
 them); a cancelled crawl's unfinished rows end ``cancelled``, a final state. A batch item
-(``batch_items.outcome``) ends in one of the closing states, or ``skipped`` when the run did not
-fetch it (a duplicate delivery), which leaves its frontier row alone. The values are the stored
+(``batch_items.outcome``) ends in one of the closing states, ``skipped`` when the run did not
+fetch it (a duplicate delivery), which leaves its frontier row alone, or ``postponed`` when the
+batch's byte budget ran out before its turn: its row goes back to ``discovered`` and is published
+again, for a later batch. The values are the stored
 column values the README documents. Neighbours: :mod:`crawl_platform.frontier.state_store`
 applies these transitions in SQL, :mod:`crawl_platform.store.landing` picks each item's outcome,
 and the other frontier modules render their state filters from here with :func:`sql_list`.
@@ -49,8 +51,9 @@ TRANSITIONS: Mapping[URLState | None, frozenset[URLState]] = MappingProxyType({
     None: frozenset({URLState.DISCOVERED, *CLOSED_STATES}),
     # broker ack, batch closed, crawl paused or cancelled
     URLState.DISCOVERED: frozenset({URLState.QUEUED, *CLOSED_STATES, URLState.PAUSED, URLState.CANCELLED}),
-    # re-publish refresh, batch closed, crawl paused or cancelled
-    URLState.QUEUED: frozenset({URLState.QUEUED, *CLOSED_STATES, URLState.PAUSED, URLState.CANCELLED}),
+    # re-publish refresh, batch closed, postponed by its batch (published again), crawl paused or cancelled
+    URLState.QUEUED: frozenset({URLState.QUEUED, *CLOSED_STATES, URLState.DISCOVERED, URLState.PAUSED,
+                                URLState.CANCELLED}),
     # resumed (published again), cancelled, or closed by a batch already fetching when the pause came
     URLState.PAUSED: frozenset({URLState.DISCOVERED, URLState.CANCELLED, *CLOSED_STATES}),
     URLState.FETCHED: frozenset(),
@@ -81,18 +84,23 @@ CRAWL_TRANSITIONS: Mapping[CrawlState, frozenset[CrawlState]] = MappingProxyType
 
 
 class BatchOutcome(StrEnum):
-    """How one item of a landed batch ended (``batch_items.outcome``): a closing URL state, or
-    ``skipped``."""
+    """How one item of a landed batch ended (``batch_items.outcome``): a closing URL state,
+    ``skipped`` or ``postponed``."""
 
     FETCHED = URLState.FETCHED.value
     FAILED = URLState.FAILED.value
     DISALLOWED = URLState.DISALLOWED.value
     SKIPPED = "skipped"  # not fetched by this run (a duplicate delivery): the URL's row stays as it is
+    POSTPONED = "postponed"  # not fetched: the batch's byte budget ran out first; published again
 
     @property
     def closes_as(self) -> URLState | None:
-        """The state the item's URL is closed in when the batch is expanded; None for ``skipped``."""
-        return None if self is BatchOutcome.SKIPPED else URLState(self.value)
+        """The state the item's URL is closed in when the batch is expanded; None for ``skipped``
+        and ``postponed``."""
+        return None if self in NOT_CLOSING else URLState(self.value)
+
+
+NOT_CLOSING: tuple[BatchOutcome, ...] = (BatchOutcome.SKIPPED, BatchOutcome.POSTPONED)
 
 
 class TransitionError(ValueError):

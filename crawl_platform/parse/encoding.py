@@ -5,9 +5,13 @@ Content-Type header, then a ``<meta charset>`` / ``<meta http-equiv="Content-Typ
 top of the document, then strict UTF-8, then statistical detection (charset_normalizer, which
 comes with requests). Labels are mapped the way the WHATWG Encoding standard maps them, so a
 page that says ``gb2312`` but uses GB18030 characters, or ``iso-8859-1`` with Windows-1252
-quotes, still decodes to the right text. Bytes that are invalid in the chosen charset become
-U+FFFD: a page with broken bytes lands with readable text rather than not at all. The parser
-(:mod:`crawl_platform.parse.html`) calls :func:`decode_html`; landing stores the charset it chose.
+quotes, still decodes to the right text. A declared label counts only when it names one of the
+Standard's encodings: a page is untrusted input, and Python also knows codecs that are no page
+encoding (``idna``, ``punycode`` and ``undefined`` cannot even decode with ``errors="replace"``,
+``unicode_escape`` reads backslashes), so any other label is ignored as browsers ignore it. Bytes
+that are invalid in the chosen charset become U+FFFD: a page with broken bytes lands with readable
+text rather than not at all. The parser (:mod:`crawl_platform.parse.html`) calls
+:func:`decode_html`; landing stores the charset it chose.
 """
 
 from __future__ import annotations
@@ -29,7 +33,17 @@ _SUPERSETS = {
     "tis-620": "cp874", "iso8859-11": "cp874", "euc_kr": "cp949", "shift_jis": "cp932", "big5": "big5hkscs",
     "utf-16": "utf-16-le",  # a UTF-16 page without a BOM is little-endian in practice
 }
-_ALIASES = {"x-gbk": "gbk", "x-sjis": "shift_jis", "x-user-defined": "cp1252"}
+_ALIASES = {"x-gbk": "gbk", "x-sjis": "shift_jis", "x-user-defined": "cp1252", "x-mac-cyrillic": "mac-cyrillic",
+            "windows-874": "cp874", "x-mac-roman": "mac-roman"}
+# The Python codecs of the WHATWG Encoding Standard's encodings (after _SUPERSETS): the only ones
+# a declared label may choose. Its "replacement" encoding (ISO-2022-KR, HZ and the like) is left
+# out: such a label is ignored and detection reads the bytes.
+_WEB_CODECS = frozenset({
+    "utf-8", "utf-16-le", "utf-16-be", "cp866", "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6",
+    "iso8859-7", "iso8859-8", "iso8859-10", "iso8859-13", "iso8859-14", "iso8859-15", "iso8859-16", "koi8-r",
+    "koi8-u", "mac-roman", "mac-cyrillic", "cp874", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254", "cp1255",
+    "cp1256", "cp1257", "cp1258", "gb18030", "big5hkscs", "euc_jp", "iso2022_jp", "cp932", "cp949",
+})
 
 
 @dataclass(frozen=True)
@@ -45,7 +59,8 @@ def charset_of(content_type: str | None) -> str | None:
 
 
 def normalize_charset(label: str | None) -> str | None:
-    """A usable Python codec name for a charset label, or None when the label means nothing to us."""
+    """The Python codec of a page's declared charset label, or None when the label names no
+    encoding of the WHATWG Encoding Standard (unknown, or a Python codec no page is in)."""
     if not label:
         return None
     label = label.strip().strip("\"'").lower()
@@ -55,8 +70,19 @@ def normalize_charset(label: str | None) -> str | None:
     except LookupError:
         return None
     name = _SUPERSETS.get(name, name)
-    # A page cannot really be in these: a label naming them is a mistake, detection does better.
-    return None if name in ("utf-7", "rot-13", "base64", "hex", "zlib", "bz2", "quopri", "uu") else name
+    return name if name in _WEB_CODECS else None
+
+
+def _detected(name: str | None) -> str | None:
+    """The codec charset_normalizer found, as a name :func:`decode_html` uses: a label of the
+    Standard maps as a declared one does; another codec it decoded the bytes with is kept."""
+    if not name:
+        return None
+    try:
+        codec = codecs.lookup(name)
+    except LookupError:
+        return None
+    return normalize_charset(name) or (codec.name if codec._is_text_encoding else None)
 
 
 def sniff_charset(body: bytes, content_type: str | None) -> str:
@@ -80,14 +106,17 @@ def sniff_charset(body: bytes, content_type: str | None) -> str:
     else:
         return "utf-8"
     best = charset_normalizer.from_bytes(body[:_DETECT_BYTES]).best()
-    detected = normalize_charset(best.encoding) if best is not None else None
-    return detected or "utf-8"
+    return _detected(best.encoding if best is not None else None) or "utf-8"
 
 
 def decode_html(body: bytes, content_type: str | None = None) -> DecodedPage:
-    """Decode a page; never raises. A BOM is dropped from the text."""
+    """Decode a page; never raises, whatever the bytes and the declared charset. A BOM is
+    dropped from the text."""
     charset = sniff_charset(body, content_type)
     for bom, name in _BOMS:
         if name == charset and body.startswith(bom):
             body = body[len(bom):]
-    return DecodedPage(body.decode(charset, errors="replace"), charset)
+    try:
+        return DecodedPage(body.decode(charset, errors="replace"), charset)
+    except (UnicodeError, LookupError):  # a detected codec that fails after all: UTF-8 never does
+        return DecodedPage(body.decode("utf-8", errors="replace"), "utf-8")

@@ -36,6 +36,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
+from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine, parse_html
 
 if TYPE_CHECKING:
@@ -49,9 +50,11 @@ CHUNK_BYTES = 512 * 1024  # a chunk of huge pages (index pages of a docs site) g
 _PR_SET_PDEATHSIG = 1
 
 
-def parse_pages(pages: list[Page], engine: ParserEngine, main_content: bool) -> Parsed:
-    """Parse a chunk of pages (what a worker runs; also the step's own fallback)."""
-    return [(url, parse_html(body, base, content_type, engine, main_content=main_content))
+def parse_pages(pages: list[Page], engine: ParserEngine, main_content: bool,
+                max_links: int = MAX_LINKS_PER_PAGE) -> Parsed:
+    """Parse a chunk of pages (what a worker runs; also the step's own fallback). Never raises: a
+    page the parser fails on is in the chunk's result with its error."""
+    return [(url, parse_html(body, base, content_type, engine, main_content=main_content, max_links=max_links))
             for url, body, base, content_type in pages]
 
 
@@ -165,12 +168,13 @@ class ParseWorkers:
         processes = getattr(self._pool, "_processes", None) or {}
         return sorted(processes)
 
-    def submit(self, chunk: list[Page], engine: ParserEngine, main_content: bool) -> Future[Parsed] | None:
+    def submit(self, chunk: list[Page], engine: ParserEngine, main_content: bool,
+               max_links: int = MAX_LINKS_PER_PAGE) -> Future[Parsed] | None:
         """The chunk's parse in a worker; None when no worker takes it (parse it in this process)."""
         if self._pool is None:
             return None
         try:
-            return self._pool.submit(parse_pages, chunk, engine, main_content)
+            return self._pool.submit(parse_pages, chunk, engine, main_content, max_links)
         except (BrokenProcessPool, RuntimeError):  # a worker died: this chunk is parsed here
             return None
 
@@ -197,9 +201,11 @@ class ParsePool:
     the end) as they arrive. Thread-safe :meth:`add`; call :meth:`parsed` once, then :meth:`close`."""
 
     def __init__(self, workers: int | ParseWorkers, engine: ParserEngine = DEFAULT_ENGINE, *, main_content: bool = True,
-                 chunk_pages: int = CHUNK_PAGES, chunk_bytes: int = CHUNK_BYTES) -> None:
+                 chunk_pages: int = CHUNK_PAGES, chunk_bytes: int = CHUNK_BYTES,
+                 max_links: int = MAX_LINKS_PER_PAGE) -> None:
         self.engine = engine
         self.main_content = main_content
+        self.max_links = max_links
         self.chunk_pages = max(1, chunk_pages)
         self.chunk_bytes = chunk_bytes
         self._lock = threading.Lock()
@@ -244,7 +250,7 @@ class ParsePool:
                 return
             chunks, self._early = self._early, []
         for one in chunks:
-            future = self._workers.submit(one, self.engine, self.main_content)
+            future = self._workers.submit(one, self.engine, self.main_content, self.max_links)
             with self._lock:
                 self._submitted.append((one, future))
 
@@ -265,7 +271,7 @@ class ParsePool:
         for index in reversed(range(len(chunks))):
             chunk, future = chunks[index]
             if future is None or future.cancel():  # cancel() fails once a worker has taken it
-                results[index] = parse_pages(chunk, self.engine, self.main_content)
+                results[index] = parse_pages(chunk, self.engine, self.main_content, self.max_links)
                 self.parsed_here += len(chunk)
         out: dict[str, ParsedPage] = {}
         for (chunk, future), done_here in zip(chunks, results, strict=True):
@@ -273,10 +279,10 @@ class ParsePool:
             if pages is None and future is not None:
                 try:
                     pages = future.result()
-                except Exception:  # a dead worker or a parse error: redone here, where an error surfaces
+                except Exception:  # a dead worker: its chunk is parsed here
                     pages = None
             if pages is None:
-                pages = parse_pages(chunk, self.engine, self.main_content)
+                pages = parse_pages(chunk, self.engine, self.main_content, self.max_links)
                 self.parsed_here += len(chunk)
             out.update(pages)
         return out

@@ -31,6 +31,7 @@ from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.frontier.states import CrawlState
+from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
@@ -56,6 +57,7 @@ class BatchReport:
     not_modified: int = 0
     unchanged: int = 0  # 200s whose body was the latest version's: not parsed (FetchRequest.known_hash)
     deferred: int = 0  # URLs another crawl of the batch fetched its own way: left for a later batch
+    postponed: int = 0  # URLs not fetched because the batch's bodies reached CRAWL_BATCH_MAX_BYTES
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
@@ -243,7 +245,9 @@ class BatchLander:
         hosts: list[HostRecord] = []
         archived: dict[str, RecordPointer] = {}
         unchanged: dict[str, Callable[[], ParsedPage]] = {}
+        postponed: set[str] = set()
         for shard in shards:
+            postponed.update(shard.postponed)
             unchanged.update({url: functools.partial(shard.parse_later, url) for url in shard.unchanged})
             archived.update(shard.archived)
             results.update(shard.results)
@@ -253,10 +257,11 @@ class BatchLander:
                 report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
         clock = time.perf_counter()
         landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived,
-                            self.revisit, unchanged)
+                            self.revisit, unchanged, postponed)
+        report.postponed = len(postponed)
         report.unchanged += len(unchanged) - landed.parsed_late
         report.seconds["land"] = time.perf_counter() - clock
-        _count(report, prepared.items, results, landed)
+        _count(report, prepared.items, results, landed, postponed)
         return report
 
     def land_or_resume(self, batch_id: str, prepared: PreparedBatch | None,
@@ -303,7 +308,8 @@ class BatchCrawler:
     def __init__(self, bus: Bus, store: CrawlStore, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE,
                  page_events: bool = True, archive: bool = True,
                  revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True,
-                 parse_workers: int = 0, workers: ParseWorkers | None = None, workers_from: int = 0) -> None:
+                 parse_workers: int = 0, workers: ParseWorkers | None = None, workers_from: int = 0,
+                 max_links: int = MAX_LINKS_PER_PAGE, max_bytes: int | None = None) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -313,7 +319,8 @@ class BatchCrawler:
         self.reader = BatchReader(bus, store, read_model)
         self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None,
                                           main_content=main_content, parse_workers=parse_workers,
-                                          workers=workers, workers_from=workers_from)
+                                          workers=workers, workers_from=workers_from, max_links=max_links,
+                                          max_bytes=max_bytes)
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
 
     @classmethod
@@ -323,7 +330,8 @@ class BatchCrawler:
                    Fetcher.from_settings(settings), settings.parser, settings.page_events,
                    settings.archive_responses, RevisitPolicy.from_settings(settings),
                    main_content=settings.main_content, parse_workers=settings.parse_workers, workers=workers,
-                   workers_from=settings.parse_workers_from)
+                   workers_from=settings.parse_workers_from, max_links=settings.max_links_per_page,
+                   max_bytes=settings.batch_max_bytes)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:
@@ -352,8 +360,8 @@ class BatchCrawler:
 
 
 def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, FetchResult],
-           landed: LandedBatch) -> None:
-    report.skipped = sum(1 for i in items if i.url not in results)
+           landed: LandedBatch, postponed: set[str]) -> None:
+    report.skipped = sum(1 for i in items if i.url not in results and i.url not in postponed)
     for r in results.values():
         report.bytes += len(r.body)
         if r.disallowed:

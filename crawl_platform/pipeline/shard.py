@@ -7,12 +7,13 @@ its :class:`ShardResult` is what the landing step (``batch.BatchLander``) writes
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine, parse_html
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
 
@@ -31,11 +32,15 @@ class ShardResult:
     unchanged: set[str] = field(default_factory=set)
     parser: ParserEngine = DEFAULT_ENGINE  # how the shard parsed its pages
     main_content: bool = True
+    max_links: int = MAX_LINKS_PER_PAGE
+    # URLs not fetched because the shard's bodies reached its byte budget: a later batch fetches them.
+    postponed: list[str] = field(default_factory=list)
 
     def parse_later(self, url: str) -> ParsedPage:
-        """Parse the unchanged page ``url`` as the shard parsed the others."""
+        """Parse the unchanged page ``url`` as the shard parsed the others (never raises)."""
         r = self.results[url]
-        return parse_html(r.body, r.final_url, r.content_type, self.parser, main_content=self.main_content)
+        return parse_html(r.body, r.final_url, r.content_type, self.parser, main_content=self.main_content,
+                          max_links=self.max_links)
 
 
 class ShardFetcher:
@@ -47,11 +52,13 @@ class ShardFetcher:
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE, archive: Path | None = None, *,
                  main_content: bool = True, parse_workers: int = 0, workers: ParseWorkers | None = None,
-                 workers_from: int = 0) -> None:
+                 workers_from: int = 0, max_links: int = MAX_LINKS_PER_PAGE, max_bytes: int | None = None) -> None:
         self.fetcher = fetcher
         self.parser = parser
         self.archive = archive
         self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
+        self.max_links = max_links  # CRAWL_MAX_LINKS_PER_PAGE
+        self.max_bytes = max_bytes  # CRAWL_BATCH_MAX_BYTES: bodies a shard holds (None: no limit)
         self.parse_workers = parse_workers  # CRAWL_PARSE_WORKERS: processes parsing while the fetch goes on
         self.fallback = ""  # why the last shard was parsed in this process although workers were asked for
         self.workers_from = workers_from  # CRAWL_PARSE_WORKERS_FROM: a smaller shard starts none
@@ -61,10 +68,11 @@ class ShardFetcher:
         self._owns_workers = self._workers is None
 
     def fetch(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "",
-              shard: str = "s0") -> ShardResult:
+              shard: str = "s0", max_bytes: int | None = None) -> ShardResult:
         """Fetch and parse one shard (whole hosts only, so a host's politeness stays here),
         starting from what earlier runs learned about its hosts; ``batch_id`` and ``shard`` name
-        its WARC file."""
+        its WARC file. Once its bodies reach ``max_bytes`` (default: the fetcher's own budget) it
+        starts no new request, and the URLs left are the result's ``postponed``."""
         self.fetcher.prime(hosts)
         # With parse workers, pages are parsed in other processes as they arrive, so "parse" is
         # only the last chunks (this process parses those no worker has taken yet, after writing
@@ -76,7 +84,7 @@ class ShardFetcher:
         known = {r.url: r.known_hash for r in requests if r.known_hash}
         unchanged: set[str] = set()
         with ParsePool(self._workers if requests and self._workers is not None else 0, self.parser,
-                       main_content=self.main_content) as pool:
+                       main_content=self.main_content, max_links=self.max_links) as pool:
 
             def parse(result: FetchResult) -> None:  # on the fetch threads
                 if known and result.is_html and known.get(result.url) == result.content_hash:
@@ -86,20 +94,25 @@ class ShardFetcher:
 
             self.fallback = pool.fallback
             clock = time.perf_counter()
-            results = self.fetcher.fetch_all(requests, parse)
+            results = self.fetcher.fetch_all(requests, parse, max_bytes or self.max_bytes)
             seconds = {"fetch": time.perf_counter() - clock}
             archived: dict[str, RecordPointer] = {}
             if self.archive is not None:  # while the workers parse the last pages
                 clock = time.perf_counter()
-                archived = archive_results(self.archive, shard_file_name(batch_id, shard), results.values(),
-                                           {"isPartOf": batch_id or "batch", "shard": shard})
+                archived, not_archived = archive_results(self.archive, shard_file_name(batch_id, shard),
+                                                         results.values(),
+                                                         {"isPartOf": batch_id or "batch", "shard": shard})
+                for url, error in not_archived.items():  # the page lands all the same, with the reason
+                    results[url] = replace(results[url], error=results[url].error or f"not archived: {error}")
                 seconds["archive"] = time.perf_counter() - clock
             clock = time.perf_counter()
             by_url = pool.parsed()
             seconds["parse"] = time.perf_counter() - clock
         parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
-        return ShardResult(results, parsed, learned, seconds, archived, unchanged, self.parser, self.main_content)
+        postponed = list(dict.fromkeys(r.url for r in requests if r.url not in results))
+        return ShardResult(results, parsed, learned, seconds, archived, unchanged, self.parser, self.main_content,
+                           self.max_links, postponed)
 
     def close(self) -> None:
         """Ends the parse workers and the fetcher's connections."""

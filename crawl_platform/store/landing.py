@@ -13,7 +13,7 @@ the content hash that spares the parse of a body the lake has already (see :func
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -41,10 +41,11 @@ class LandedBatch:
     parsed_late: int = 0  # unchanged pages parsed here after all: another batch had landed their URL
 
 
-def outcome_of(result: FetchResult | None) -> BatchOutcome:
-    """How a batch item ends (``batch_items.outcome``): ``skipped`` when the run did not fetch it."""
+def outcome_of(result: FetchResult | None, postponed: bool = False) -> BatchOutcome:
+    """How a batch item ends (``batch_items.outcome``): ``postponed`` when the batch's byte budget
+    ran out before its fetch, ``skipped`` when the run did not fetch it for another reason."""
     if result is None:
-        return BatchOutcome.SKIPPED
+        return BatchOutcome.POSTPONED if postponed else BatchOutcome.SKIPPED
     if result.disallowed:
         return BatchOutcome.DISALLOWED
     if result.status is None or result.status >= 400:
@@ -77,7 +78,8 @@ def latest_versions(con: Any, urls: Sequence[str]) -> dict[str, LatestVersion]:
 
 
 def main_content_columns(parsed: Sequence[ParsedPage]) -> dict[str, pa.Array]:
-    """The ``documents`` columns of the pages' main content (:mod:`crawl_platform.parse.main_text`)."""
+    """The ``documents`` columns of the pages' main content (:mod:`crawl_platform.parse.main_text`)
+    and of how the parse went (``parse_error``, ``links_truncated``)."""
     mains = [p.main for p in parsed]
     return {
         "main_text": pa.array([m.text if m else None for m in mains], pa.string()),
@@ -85,6 +87,8 @@ def main_content_columns(parsed: Sequence[ParsedPage]) -> dict[str, pa.Array]:
         "simhash": pa.array([m.simhash if m else None for m in mains], pa.uint64()),
         "extractor": pa.array([m.extractor if m else None for m in mains], pa.string()),
         "main_text_error": pa.array([m.error if m else None for m in mains], pa.string()),
+        "parse_error": pa.array([p.error for p in parsed], pa.string()),
+        "links_truncated": pa.array([p.links_truncated for p in parsed], pa.bool_()),
     }
 
 
@@ -98,6 +102,7 @@ def land_batch(
     archived: Mapping[str, RecordPointer] | None = None,
     revisit: RevisitPolicy = DEFAULT_REVISITS,
     unchanged: Mapping[str, Callable[[], ParsedPage]] | None = None,
+    postponed: Collection[str] = (),
 ) -> LandedBatch:
     """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
 
@@ -107,7 +112,10 @@ def land_batch(
     ``unchanged`` are the pages left unparsed because their body was their latest version's
     (:attr:`~crawl_platform.fetch.results.FetchRequest.known_hash`), each with its parse: they
     land no new version, unless another batch landed the URL since this one was read, and then
-    they are parsed here, in the transaction, so no version lands without its document.
+    they are parsed here, so no version lands without its document: before the write lock, those
+    a read finds changed; in the transaction only those another batch landed in the moment between.
+    ``postponed`` are the URLs left unfetched when the batch's byte budget ran out: their items
+    land ``postponed``, and the batch's expansion publishes them again.
     """
     pointers = archived or {}
     crawl_of: dict[str, str] = {}
@@ -116,16 +124,20 @@ def land_batch(
     landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
     hashes = {r.url: r.content_hash for r in landable}
     parsed = dict(parsed)
+    late = 0
+    if unchanged:  # parsing is slow: not under the write lock, which every landing waits for
+        with store.read() as con:
+            late = _parse_late(con, unchanged, hashes, parsed)
     tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
     batch_items = pa.table({
         "crawl_id": pa.array([i.crawl_id for i in items], pa.string()),
         "url": pa.array([i.url for i in items], pa.string()),
         "depth": pa.array([i.depth for i in items], pa.int32()),
-        "outcome": pa.array([outcome_of(results.get(i.url)) for i in items], pa.string()),
+        "outcome": pa.array([outcome_of(results.get(i.url), i.url in postponed) for i in items], pa.string()),
     })
-    late = 0
     with store.write() as con:
-        if unchanged and (late := _parse_late(con, unchanged, hashes, parsed)):
+        if unchanged and (again := _parse_late(con, unchanged, hashes, parsed)):
+            late += again
             tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
         pages, docs, links = tables
         con.register("inc_pages", pages)
@@ -157,9 +169,9 @@ def land_batch(
         con.register("inc_links", links)
         n_docs = con.execute(
             """INSERT INTO documents (url, version, title, text, main_text, language, simhash, extractor,
-                                      main_text_error)
+                                      main_text_error, parse_error, links_truncated)
                SELECT d.url, n.version, d.title, d.text, d.main_text, d.language, d.simhash, d.extractor,
-                      d.main_text_error
+                      d.main_text_error, d.parse_error, d.links_truncated
                FROM inc_docs d JOIN new_versions n USING (url)"""
         ).fetchone()
         n_links = con.execute(

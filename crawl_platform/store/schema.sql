@@ -63,7 +63,9 @@ CREATE TABLE IF NOT EXISTS documents (
     language  VARCHAR,                   -- ISO 639-1 of main_text; NULL without text or a confident guess
     simhash   UBIGINT,                   -- 64-bit SimHash of main_text; NULL without a word of it
     extractor VARCHAR,                   -- e.g. 'resiliparse 2.0.1'
-    main_text_error VARCHAR              -- why main_text is NULL
+    main_text_error VARCHAR,             -- why main_text is NULL
+    parse_error VARCHAR,                 -- why the parser gave no title, text or links (NULL: it did)
+    links_truncated BOOLEAN              -- the page had more links than CRAWL_MAX_LINKS_PER_PAGE: the first are in links
     -- key: (url, version)
 );
 CREATE TABLE IF NOT EXISTS links (
@@ -77,7 +79,7 @@ CREATE TABLE IF NOT EXISTS batch_items (
     crawl_id VARCHAR NOT NULL,
     url      VARCHAR NOT NULL,
     depth    INTEGER NOT NULL,
-    outcome  VARCHAR NOT NULL            -- fetched | failed | disallowed | skipped
+    outcome  VARCHAR NOT NULL            -- fetched | failed | disallowed | skipped | postponed
     -- key: (batch_id, crawl_id, url)
 );
 -- Per-origin state shared by all runs: robots.txt cache and adaptive politeness.

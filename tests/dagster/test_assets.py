@@ -2,6 +2,8 @@
 
 import hashlib
 import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -269,3 +271,41 @@ def test_a_forked_run_that_started_its_parse_workers_exits_when_it_returns():
         if child.is_alive():
             child.kill()
             child.join()
+
+
+HOLD_THE_LAKE = """
+import sys, time
+from crawl_platform.config import Settings
+from crawl_platform.store.database import CrawlStore
+with CrawlStore.from_settings(Settings()).write():
+    print("held", flush=True)
+    time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_a_landing_step_that_fails_is_retried_from_the_fetch_steps_handoff_without_fetching_again(
+        crawl_env, bus, store, site, instance):
+    """Another process holds the lake's write lock longer than the landing step waits: the step
+    fails, and its retries land the batch from the fetch step's handoff. The site sees each page
+    once, and the fetch step ran once."""
+    submit_crawl(bus, build_crawl_request([site.base_url + "/"], crawl_id="retry", max_depth=1))
+    seed_keys = [r.key for r in _ranges(bus, crawl_env.seeds_topic)]
+    assert materialize([crawls], instance=instance, resources=RESOURCES,
+                       run_config={"ops": {"crawls": {"config": {"seed_ranges": seed_keys}}}}).success
+    key = batch_key(0, _ranges(bus, crawl_env.frontier_topic))
+    store.write_timeout_s = 1.0  # the run's steps share this process's store
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LAKE, "8"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        result = _materialize_batch(instance, key)
+    finally:
+        holder.wait(30)
+        store.write_timeout_s = crawl_env.lake_write_timeout_s
+    assert result.success
+    steps = [(e.step_key, e.event_type_value) for e in result.all_events if e.step_key]
+    assert ("crawl_batch.land_batch", "STEP_RESTARTED") in steps
+    assert [k for k, kind in steps if kind == "STEP_START" and k.startswith("crawl_batch.fetch_shard")] == [
+        "crawl_batch.fetch_shard[s0]"]
+    assert store.query("SELECT url FROM pages") == [(site.base_url + "/",)]
+    assert site.request_count("/") == 1

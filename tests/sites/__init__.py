@@ -1,6 +1,7 @@
 """HTTP servers on loopback that the fetch-layer tests crawl, built on the engine's recording server.
 
-`tests.sites.hostile` is a site that misbehaves on purpose (its route table reads at a glance), and
+`tests.sites.hostile` is a site that misbehaves on purpose (its route table reads at a glance),
+`tests.sites.bad_pages` puts bad pages beside ordinary ones on it for a whole crawl, and
 `tests.sites.proxy` a forward proxy that only reaches loopback. What both record of each request is
 a `Seen`, made here by `SeenHandler` the moment a request arrives (so a test sees a request that is
 still being answered), finished when the answer ends or the client hangs up. `dead_port()` gives

@@ -65,14 +65,17 @@ def land(store: CrawlStore, batch_id: str, items: list[FrontierURL], results: li
 
 def crawl_loop(settings: Settings, bus: Bus, store: CrawlStore, fetcher: Fetcher | None = None, *,
                batch_size: int = 0, groups: int = 0,
-               before_batch: Callable[[PlannedBatch], None] | None = None) -> CrawlLoop:
+               before_batch: Callable[[PlannedBatch], None] | None = None,
+               max_bytes: int | None = None, max_links: int | None = None) -> CrawlLoop:
     """The engine's crawl loop over the test's broker and store: loopback allowed, no politeness
     delay, ``batch_size`` messages per partition (the settings' by default), ``groups`` partition
-    groups per batch (0: one partition a batch)."""
+    groups per batch (0: one partition a batch), ``max_bytes`` of bodies a batch (None: no limit)
+    and ``max_links`` a page (None: the settings')."""
     fetcher = fetcher or Fetcher(settings.user_agent, host_delay_s=0.0, allowed_networks=["127.0.0.0/8"])
     policy = LoopPolicy(batch_size or settings.batch_size, max_runs_per_tick=100, batch_groups=groups)
-    return CrawlLoop(bus, BatchCrawler(bus, store, fetcher, "lxml"), SeedIntake(bus, store, fetcher), policy,
-                     before_batch)
+    crawler = BatchCrawler(bus, store, fetcher, "lxml", max_bytes=max_bytes,
+                           max_links=max_links or settings.max_links_per_page)
+    return CrawlLoop(bus, crawler, SeedIntake(bus, store, fetcher), policy, before_batch)
 
 
 def crawl_site(settings: Settings, bus: Bus, store: CrawlStore, seed: str, crawl_id: str, max_depth: int = 3) -> None:

@@ -6,18 +6,21 @@ the server seeing a request."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawl_platform.archive.reader import archive_root, archived_responses, read_response
+from crawl_platform.archive.writer import archive_results
 from crawl_platform.config import Settings
 from crawl_platform.store.backup import backup_lake, restore_lake
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from tests.sites.hostile import Reply, html_page
 from tests.unit.archived import archive_site, cli, dead_url, fetch_and_land, one_line_error, register
+from tests.unit.conftest import loopback_fetcher
 
 
 def _warc_records(root: Path) -> dict[str, list[tuple[str, str | None, object, bytes]]]:
@@ -198,3 +201,26 @@ def test_an_archive_that_cannot_be_written_fails_the_fetch_step_and_lands_nothin
     with pytest.raises(OSError, match="Not a directory"):
         fetch_and_land(store, "c1", "b1", list(bodies))
     assert store.query("SELECT count(*) FROM pages") == [(0,)]
+
+
+def test_a_response_that_cannot_be_archived_is_left_out_and_the_others_are_archived(hostile, tmp_path):
+    """A result whose records cannot be made (here a URL no header can hold, a lone surrogate)
+    leaves nothing of itself in the file; the others are archived whole, at the right offsets."""
+    bodies = archive_site(hostile)
+    fetcher = loopback_fetcher()
+    results = fetcher.fetch_all(list(bodies))
+    fetcher.close()
+    good = sorted(results)
+    bad = replace(results[good[0]], url="http://h.test/bad", final_url="http://h.test/\ud800")
+    pointers, failed = archive_results(tmp_path, "b1-s0.warc.gz",
+                                       [results[good[0]], bad, *(results[u] for u in good[1:])])
+    assert list(failed) == ["http://h.test/bad"]
+    assert failed["http://h.test/bad"].startswith("UnicodeEncodeError: ")
+    assert sorted(pointers) == good
+    ((_name, records),) = _warc_records(tmp_path).items()
+    assert [(kind, uri) for kind, uri, _http, _body in records[1:]] == [
+        (kind, url) for url in good for kind in ("request", "response")]
+    for url in good:
+        pointer = pointers[url]
+        assert read_response(tmp_path, pointer.warc_file, pointer.offset, pointer.length)[1] == bodies[url]
+

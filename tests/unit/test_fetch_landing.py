@@ -4,6 +4,7 @@ error, non-HTML recorded but not parsed, the redirect chain, and the hosts learn
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -163,3 +164,56 @@ def test_an_unchanged_page_is_parsed_at_landing_when_another_batch_landed_its_ur
     assert rows == [
         (1, "utf-8", "A"), (2, "utf-8", "Other"), (3, "utf-8", "A")]
     assert db.query("SELECT dst_url FROM links WHERE src_version = 3") == [("http://127.0.0.1:9/b",)]
+
+
+def test_a_parse_error_and_cut_links_land_on_the_pages_document(db):
+    failed_url, cut_url = "http://127.0.0.1:9/failed", "http://127.0.0.1:9/cut"
+    failed, cut = _page(failed_url, b"<title>x</title>"), _page(cut_url, html_page("Cut", "/a", "/b", "/c"))
+    parsed = {failed_url: ParsedPage(None, "", (), "utf-8", None, error="TypeError: no bytes"),
+              cut_url: parse_html(cut.body, cut_url, max_links=2)}
+    land_batch(db, "b1", [FrontierURL("c1", failed_url, 0), FrontierURL("c1", cut_url, 0)],
+               {failed_url: failed, cut_url: cut}, parsed)
+    assert db.query("SELECT url, title, text, parse_error, links_truncated FROM documents ORDER BY url") == [
+        (cut_url, "Cut", "Cut Cut /a /b /c", None, True), (failed_url, None, "", "TypeError: no bytes", False)]
+    assert db.query("SELECT dst_url FROM links ORDER BY dst_url") == [("http://127.0.0.1:9/a",),
+                                                                     ("http://127.0.0.1:9/b",)]
+    assert db.query("SELECT url, outcome FROM batch_items ORDER BY url") == [(cut_url, "fetched"),
+                                                                            (failed_url, "fetched")]
+
+
+class _LandsBetweenReadAndWrite(CrawlStore):
+    """The lake, with another batch landing the moment a read ends: between a landing's look at the
+    latest versions before the write lock and its transaction."""
+
+    def __init__(self, location: LakeLocation, land_between) -> None:
+        super().__init__(location)
+        self.land_between = land_between
+
+    @contextmanager
+    def read(self):
+        with super().read() as con:
+            yield con
+        land_between, self.land_between = self.land_between, None
+        if land_between is not None:
+            land_between()
+
+
+def test_an_unchanged_page_is_parsed_under_the_lock_only_when_a_batch_landed_its_url_after_the_read(tmp_path):
+    url = "http://127.0.0.1:9/a"
+    first, other = _page(url, html_page("A", "/b")), _page(url, html_page("Other", "/c"))
+    location = LakeLocation.from_settings(Settings(lake_path=tmp_path / "lake"))
+    plain = CrawlStore(location)
+    land_batch(plain, "b1", [FrontierURL("c1", url, 0)], {url: first}, {url: parse_html(first.body, url)})
+    store = _LandsBetweenReadAndWrite(location, lambda: land_batch(
+        plain, "b2", [FrontierURL("c2", url, 0)], {url: other}, {url: parse_html(other.body, url)}))
+    parses: list[str] = []
+
+    def parse_late() -> ParsedPage:
+        parses.append("late")
+        return parse_html(first.body, url)
+
+    landed = land_batch(store, "b3", [FrontierURL("c1", url, 0)], {url: _page(url, first.body)}, {},
+                        unchanged={url: parse_late})
+    assert (landed.new_versions, landed.parsed_late, parses) == (1, 1, ["late"])
+    assert plain.query("SELECT version, title FROM pages JOIN documents USING (url, version) ORDER BY version") == [
+        (1, "A"), (2, "Other"), (3, "A")]

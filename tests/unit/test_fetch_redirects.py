@@ -101,3 +101,15 @@ def test_redirect_bodies_are_not_kept(hostile):
     assert result.status == 200
     assert result.final_url == hostile.url("/page/2")
     assert b"Page 2" in result.body
+
+
+def test_a_redirect_to_no_url_is_that_pages_error_and_the_batch_goes_on(hostile):
+    """``Location: http://[`` is no URL (urljoin raises): the URL lands with the reason, and every
+    other URL of the batch, on the same worker thread too, is fetched once."""
+    bad = _redirect_to(hostile, "http://[")
+    pages = [hostile.url(f"/page/{n}") for n in range(6)]
+    results = loopback_fetcher(concurrency=1).fetch_all([bad, *pages])
+    assert (results[bad].status, results[bad].error) == (None, "bad redirect: Invalid IPv6 URL")
+    assert [results[url].status for url in pages] == [200] * 6
+    hostile.settle()
+    assert [hostile.request_count(f"/page/{n}") for n in range(6)] == [1] * 6

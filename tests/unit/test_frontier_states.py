@@ -30,6 +30,7 @@ ALLOWED = {
     (None, F), (None, X), (None, N),  # a batch item the frontier never knew, closed directly
     (D, Q),  # the broker acknowledged it
     (Q, Q),  # re-published: its clock restarts
+    (Q, D),  # its batch's byte budget ran out before it: published again
     (D, F), (D, X), (D, N), (Q, F), (Q, X), (Q, N),  # its batch was expanded
     (D, P), (Q, P),  # its crawl was paused
     (D, C), (Q, C), (P, C),  # its crawl was cancelled
@@ -73,9 +74,10 @@ def test_a_crawl_may_be_paused_resumed_and_cancelled_but_a_cancelled_crawl_is_fi
     assert allowed == {(a, p), (a, c), (p, a), (p, c)}
 
 
-def test_batch_outcomes_are_the_closing_states_and_skipped():
+def test_batch_outcomes_are_the_closing_states_skipped_and_postponed():
     assert {o.closes_as for o in BatchOutcome} == {*CLOSED_STATES, None}
     assert BatchOutcome.SKIPPED.closes_as is None
+    assert BatchOutcome.POSTPONED.closes_as is None
     assert [o.value for o in BatchOutcome if o.closes_as] == [s.value for s in CLOSED_STATES]
 
 

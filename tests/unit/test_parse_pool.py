@@ -333,3 +333,29 @@ def test_a_shard_smaller_than_parse_workers_from_is_parsed_in_the_step_and_a_lar
         finally:
             fetcher.close()
     assert {u for u, r in level.results.items() if r.is_html} == set(level.parsed)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_one_page_the_parser_fails_on_never_costs_the_others_their_parse(workers):
+    """Among ordinary pages: one declaring a charset whose codec cannot decode with replacement,
+    one of 300 links (the cap reaches the workers), and one the parser fails on (a body that is no
+    bytes stands for any failure). Every page is parsed, the failing one with its error."""
+    ordinary = [_result(f"http://h.test/p{i}", f"<html><title>p{i}</title><body>p{i}</body></html>".encode())
+                for i in range(30)]
+    idna = _result("http://h.test/idna", "<title>café</title>".encode(), "text/html; charset=idna")
+    links = _result("http://h.test/links", "".join(f"<a href=/l{i}>{i}</a>" for i in range(300)).encode())
+    failing = _result("http://h.test/failing", "<title>no bytes</title>")  # type: ignore[arg-type]
+    with ParsePool(workers, chunk_pages=4, max_links=100) as pool:
+        if workers:
+            while not pool._workers.ready:  # the chunks must go to the worker
+                time.sleep(0.05)
+        for page in [*ordinary[:15], idna, failing, links, *ordinary[15:]]:
+            pool.add(page)
+        parsed = pool.parsed()
+    assert {url: page.title for url, page in parsed.items() if url.startswith("http://h.test/p")} == {
+        p.url: p.url.rsplit("/", 1)[1] for p in ordinary}
+    assert (parsed["http://h.test/idna"].title, parsed["http://h.test/idna"].charset) == ("café", "utf-8")
+    assert (len(parsed["http://h.test/links"].links), parsed["http://h.test/links"].links_truncated) == (100, True)
+    assert parsed["http://h.test/failing"].error == \
+        "TypeError: startswith first arg must be str or a tuple of str, not bytes"
+    assert [url for url, page in parsed.items() if page.error] == ["http://h.test/failing"]

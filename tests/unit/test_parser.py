@@ -6,6 +6,8 @@ from pathlib import Path
 from urllib.parse import urldefrag, urljoin
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.parse.html import parse_html
@@ -246,3 +248,68 @@ def test_selectolax_and_lxml_agree_on_broken_markup(markup):
     very top closes before the link in it (the link is found either way)."""
     assert parse_html(markup, "http://h.example/", "text/html", "selectolax") == \
         parse_html(markup, "http://h.example/", "text/html", "lxml")
+
+
+def many_links(count: int) -> bytes:
+    """A page of ``count`` distinct links (300,000 of them make about 6 MB)."""
+    anchors = "".join(f"<a href=/l/{i}>{i}</a> " for i in range(count))
+    return f"<html><head><title>Many</title></head><body>{anchors}</body></html>".encode()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_page_keeps_its_first_max_links_links_and_says_it_had_more(engine):
+    exactly = parse_html(many_links(50), "http://h.example/", "text/html", engine, max_links=50)
+    assert (len(exactly.links), exactly.links_truncated) == (50, False)
+    cut = parse_html(many_links(51), "http://h.example/", "text/html", engine, max_links=50)
+    assert cut.links == exactly.links
+    assert cut.links_truncated
+    assert cut.text == exactly.text + " 50"  # the text is the whole page's
+
+
+@pytest.mark.timeout(60)
+def test_a_page_of_300000_links_is_cut_at_the_setting_and_read_no_further():
+    from crawl_platform.config import Settings  # noqa: PLC0415
+
+    body = many_links(300_000)
+    assert 5_000_000 < len(body) < Settings().max_body_bytes
+    cap = Settings().max_links_per_page
+    parsed = parse_html(body, "http://h.example/", "text/html")
+    assert (parsed.links[0], parsed.links[-1]) == (("http://h.example/l/0", "0"),
+                                                    (f"http://h.example/l/{cap - 1}", str(cap - 1)))
+    assert (len(parsed.links), parsed.links_truncated, parsed.error) == (cap, True, None)
+
+
+def test_hrefs_that_lead_nowhere_stop_the_link_collection_too():
+    """Distinct hrefs that are no link (``javascript:``) cost a resolution each: past 4 x the cap
+    the page is read no further, and it counts as cut."""
+    anchors = "".join(f"<a href='javascript:f({i})'>{i}</a>" for i in range(500))
+    parsed = parse_html(f"<body>{anchors}<a href=/late>late</a></body>".encode(), "http://h.example/",
+                        "text/html", max_links=100)
+    assert (parsed.links, parsed.links_truncated) == ((), True)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_base_href_that_is_no_url_is_ignored_and_the_page_keeps_its_links(engine):
+    body = b"<html><head><base href='http://['><title>T</title></head><body><p>text</p><a href=/x>x</a></body></html>"
+    parsed = parse_html(body, "http://h.example/a/", "text/html", engine)
+    assert (parsed.title, parsed.text, parsed.links, parsed.error) == ("T", "text x", (("http://h.example/x", "x"),),
+                                                                        None)
+
+
+def test_a_page_the_parser_fails_on_comes_back_empty_with_its_error():
+    """Here a body that is no bytes: whatever fails inside, the caller gets the page with the error."""
+    parsed = parse_html("<title>not bytes</title>", "http://h.example/", "text/html")  # type: ignore[arg-type]
+    assert (parsed.title, parsed.text, parsed.links, parsed.main) == (None, "", (), None)
+    assert parsed.error is not None
+    assert parsed.error.startswith("TypeError: ")
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=4096) | st.text(max_size=2000).map(lambda t: t.encode("utf-8", "surrogatepass")),
+       label=st.sampled_from(["utf-8", "idna", "punycode", "undefined", "utf-16", "x-junk", ""]),
+       engine=st.sampled_from(ENGINES))
+def test_any_bytes_parse_without_an_error(body, label, engine):
+    parsed = parse_html(b"<html><base href='http://[::1'>" + body, "http://h.example/", f"text/html; charset={label}",
+                        engine, max_links=20)
+    assert parsed.error is None
+    assert len(parsed.links) <= 20
