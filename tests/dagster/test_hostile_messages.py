@@ -11,7 +11,7 @@ import time
 import pytest
 from dagster import SensorResult, build_sensor_context
 
-from crawl_platform.bus.messages import CrawlControl, FrontierURL, decode_dead_letter, encode
+from crawl_platform.bus.messages import CrawlControl, FrontierURL, decode_crawl_request, decode_dead_letter, encode
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.pipeline.batch import BatchCrawler
@@ -52,7 +52,7 @@ def _letters(bus, topic: str) -> dict[bytes, tuple[str, int]]:
 
 def test_bad_crawl_requests_are_dead_letters_and_every_good_one_is_registered(
         crawl_env, bus, store, instance, batching_producer):
-    Frontier(store, bus).register(crawl_request("victim", "http://127.0.0.1:9/v"))
+    Frontier(store, bus).register(decode_crawl_request(_request("victim", "http://127.0.0.1:9/v")))
     bad = {
         _request("cron-x", cron="x"): "field 'cron': cron schedule 'x' is not a valid 5-field cron expression",
         _request("deep", extract_rules="fields:\n  a: " + "[" * 5000 + "]" * 5000): "field 'extract_rules': ",

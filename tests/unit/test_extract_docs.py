@@ -17,6 +17,7 @@ from crawl_platform.extract.records import UnknownCrawlError, set_rules, view_na
 from crawl_platform.extract.rules import ExtractionRules, parse_rules
 from crawl_platform.extract.run import extract_crawl
 from tests.sites.docs import crawl_docs, footer_date
+from tests.unit.crawl_rows import crawl_loop
 from tests.unit.test_cli import _cli, _nothing_enqueued, _seed_messages, _stderr_lines
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "extract" / "python_docs.yaml"
@@ -152,7 +153,9 @@ def test_a_lost_archive_file_is_an_error_on_its_pages_and_the_others_still_extra
                                                                                      python_docs):
     rules = _rules()
     crawl_docs(settings, bus, store, python_docs, "split", rules, pages=("library/json.html",))
-    crawl_docs(settings, bus, store, python_docs, "split", rules, pages=("glossary.html",))  # a second batch
+    loop = crawl_loop(settings, bus, store)  # a second batch of the same crawl, in a WARC file of its own
+    loop.crawler.frontier.admit("split", [python_docs.url("glossary.html")], 0)
+    loop.run_until_idle(max_turns=100)
     (lost,) = store.query("SELECT warc_file FROM pages WHERE url LIKE '%/library/json.html'")[0]
     (store.archive_root / lost).unlink()
 
