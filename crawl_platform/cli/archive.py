@@ -4,7 +4,7 @@
 reads the lake and the raw archive only (:mod:`crawl_platform.archive.reader`), never the network;
 ``export`` runs :func:`crawl_platform.archive.export.export_crawl` behind a rich progress bar.
 Both import the archive's modules (FastWARC, ``requests`` through the writer) only when they run,
-so that ``crawl`` and the other commands do not pay for them at start (about 0.1 CPU s).
+so that ``crawl`` and the other commands do not pay for importing them at start.
 Bad input (an unknown URL, version, crawl, format or table, a folder that cannot be written)
 prints one line and exits 2; an archive file that cannot be read exits 1.
 """

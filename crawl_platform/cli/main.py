@@ -203,10 +203,9 @@ class _NoPandas(importlib.abc.MetaPathFinder):
 def _without_pandas(enabled: bool) -> Iterator[None]:
     """Run a command as if pandas were not installed. DuckDB imports it at a process's first
     statement with a parameter, and pyarrow at its first array, only to recognise pandas values
-    among the arguments; both go on without it. That import was a quarter of a profiled
-    ``crawl --wait``'s CPU; beside a docs crawl the command took 1.1 CPU s instead of 1.3
-    (docs/benchmarks.md, session 30). Nothing is blocked once pandas is imported (a test process),
-    and the finder goes when the command ends."""
+    among the arguments; both go on without it, and the import is a large share of a short
+    command's CPU, ``crawl --wait``'s included (see docs/benchmarks.md). Nothing is blocked once
+    pandas is imported (a test process), and the finder goes when the command ends."""
     if not enabled or "pandas" in sys.modules:
         yield
         return
@@ -327,7 +326,7 @@ QUICK_POLL_PENDING = 1000
 crawl within a fifth of a second rather than up to a second late (a small site's last link level
 lands seconds after its first). On the embedded catalog a look is two ``stat`` calls
 (:meth:`~crawl_platform.store.location.LakeLocation.catalog_files_state`); on a shared one, a
-snapshot query (about 5 ms of CPU). A status read costs 20-40 ms and more on a big lake: with more
+snapshot query. A status read costs several times that, and more on a big lake: with more
 pending, it is read once a ``poll_s``."""
 QUICK_POLL_S = 0.2
 

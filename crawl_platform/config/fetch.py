@@ -131,5 +131,5 @@ class FetchSettings(BaseSettings):
         200, ge=0, validation_alias=AliasChoices("CRAWL_PARSE_WORKERS_FROM", "parse_workers_from"),
         description="Pages a fetch step must have before it starts parse workers: a smaller one (a "
         "crawl's seeds) is parsed in the step, unless its run's workers are up already. Starting one "
-        "costs about 0.6 CPU s, more than parsing 200 pages. 0: start them for any step.",
+        "costs more CPU than parsing a couple of hundred pages. 0: start them for any step.",
     )

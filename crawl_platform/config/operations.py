@@ -65,8 +65,8 @@ class OperationsSettings(BaseSettings):
     quality_max_wait_s: float = Field(
         300.0, ge=0, le=86400, validation_alias=AliasChoices("CRAWL_QUALITY_MAX_WAIT_S", "quality_max_wait_s"),
         description="The Great Expectations checks of landed batches wait while batch runs are going (their run "
-        "imports about 250 MB beside the batch run's peak) for at most this many seconds after the oldest "
-        "unchecked batch landed; once no batch run is going they start at the next tick. 0: check at once.",
+        "imports a large library, whose memory adds to the batch run's peak) for at most this many seconds after "
+        "the oldest unchecked batch landed; once no batch run is going they start at the next tick. 0: check at once.",
     )
     ui_url: str = Field(
         "http://127.0.0.1:3000", validation_alias=AliasChoices("CRAWL_UI_URL", "ui_url"),
