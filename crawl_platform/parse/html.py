@@ -2,8 +2,8 @@
 
 Three extractors with one contract: selectolax on lexbor (the default, an HTML5 parser), lxml
 (``CRAWL_PARSER=lxml``, libxml2) and BeautifulSoup (``CRAWL_PARSER=bs4``, for those who want its
-leniency). On the Python docs selectolax gives exactly lxml's titles, text and links in about
-half its time (``benchmarks/parse_engines.py``). Links come back canonicalised by :mod:`crawl_platform.urls`,
+leniency). On the Python docs selectolax gives exactly lxml's titles, text and links, faster
+(measured by ``benchmarks/parse_engines.py``). Links come back canonicalised by :mod:`crawl_platform.urls`,
 deduplicated per page, with their anchor text; scope filtering is the frontier's job, not the
 parser's. Bytes become text once, in :mod:`crawl_platform.parse.encoding` (header, meta,
 detection), and the engines only ever see text, so all agree on the charset and a page with broken
@@ -12,8 +12,8 @@ engine that fails hands the page to the next, and the worst case is an empty doc
 failure on one page comes back as an empty document with the error (``documents.parse_error``),
 so one page never stops the pages parsed beside it. A page keeps at most ``max_links`` links
 (``CRAWL_MAX_LINKS_PER_PAGE``): the work stops there, however many a hostile page has. lexbor's
-parse grows with the square of ``<div>`` nesting (minutes for 200,000 nested ``<div>`` elements), so a
-page nested deeper than :data:`~crawl_platform.parse.main_text.MAX_DEPTH` goes to lxml, which
+parse grows with the square of ``<div>`` nesting (a hostile page of nested ``<div>`` elements takes
+minutes), so a page nested deeper than :data:`~crawl_platform.parse.main_text.MAX_DEPTH` goes to lxml, which
 caps nesting. Every page also gets its main content (text without boilerplate, language,
 SimHash) from :mod:`crawl_platform.parse.main_text`, whatever the engine.
 """
@@ -42,8 +42,8 @@ _CONTROL_BYTES = bytes([*range(9), 11, 12, *range(14, 32)])
 def strip_control(text: str) -> str:
     """``text`` without the control characters an lxml tree refuses. In UTF-8 they are single
     bytes that no multi-byte sequence contains, so deleting those bytes from the encoded text is
-    exact, and C-fast: 0.12 CPU s on the Python docs' 51 MB, where a regular expression took 0.80
-    and ``str.translate`` (a dict lookup per character) more."""
+    exact, and done in C: far cheaper than a regular expression or ``str.translate`` (a dict lookup
+    per character)."""
     return text.encode("utf-8", "surrogatepass").translate(None, _CONTROL_BYTES).decode("utf-8", "surrogatepass")
 
 
@@ -71,8 +71,8 @@ def _collect(base_url: str, raw_links: Iterable[tuple[str, _A]], anchor_text: Ca
              max_links: int) -> tuple[tuple[tuple[str, str], ...], bool]:
     """The links' canonical URLs in page order, each once, with the anchor text of its first link,
     and whether links were cut. ``anchor_text`` reads a link's text, asked only for the links kept.
-    A page links the same href over and over, mostly with other fragments (the Python docs: 163,000
-    links, 23,000 distinct without their fragment), and a fragment never changes the URL, so each
+    A page links the same href over and over, mostly with other fragments (most of the Python docs'
+    links name a target another link already named), and a fragment never changes the URL, so each
     href is resolved once, without it. The work stops at the first link past ``max_links``, or once
     4 x ``max_links`` distinct hrefs were resolved (hrefs that lead nowhere, ``javascript:`` and the
     like, cost no more than links): ``raw_links`` is read no further."""
@@ -171,8 +171,8 @@ def _parse_lxml(markup: str, base_url: str, max_links: int) -> ParsedPage:
     parser = getattr(_local, "lxml_parser", None)
     if parser is None:
         # lxml.etree's own HTML parser, not lxml.html's: the same tree, without lxml.html's Python
-        # lookup of an element class for every element an iteration touches (a tenth of the parse of
-        # the Python docs). huge_tree lifts libxml2's nesting limit from 256 to 2048 elements, past
+        # lookup of an element class for every element an iteration touches (a noticeable share of
+        # the parse). huge_tree lifts libxml2's nesting limit from 256 to 2048 elements, past
         # which it silently drops the rest of a page; the size limits it also lifts are the
         # fetcher's job (the body cap).
         parser = _local.lxml_parser = lxml.etree.HTMLParser(huge_tree=True)
@@ -189,7 +189,7 @@ def _parse_lxml(markup: str, base_url: str, max_links: int) -> ParsedPage:
                           max_links)
     lxml.etree.strip_elements(doc, "script", "style", "noscript", "template", with_tail=False)
     body_el = doc.find("body")
-    # The text nodes as one XPath list: what itertext() gives, a fifth cheaper on the Python docs.
+    # The text nodes as one XPath list: what itertext() gives, for less CPU.
     text = _squash(" ".join(_text_nodes()(body_el if body_el is not None else doc)))
     return ParsedPage(title or None, text, links, links_truncated=cut)
 

@@ -1,7 +1,7 @@
 """A page's main content: its text without navigation, headers and footers, its language and its SimHash.
 
 Called by :func:`crawl_platform.parse.html.parse_html` for every HTML document on the crawl path,
-so it has to be cheap (about 1 ms for a 95 KB page, see ``docs/benchmarks.md``). Resiliparse does
+so it has to be cheap (measured by ``benchmarks/main_text_cost.py``). Resiliparse does
 the work: ``HTMLTree.parse`` (the lexbor HTML5 parser) and
 ``extract_plain_text(main_content=True)``, which drops boilerplate by element and class heuristics
 and keeps paragraphs on lines of their own; ``detect_fast`` names the language from character
@@ -23,11 +23,10 @@ from typing import Any
 from crawl_platform.parse.simhash import simhash64
 
 UNKNOWN_LANGUAGE = "unknown"  # what detect_fast answers when no profile is close enough
-# extract_plain_text(main_content=True) costs about (elements x nesting depth): 0.26 s for 10,000
-# elements 1,000 deep, minutes for a hostile 1 MB page of 200,000 nested <div>s. Pages nested
-# deeper than this are skipped with an error note; real pages stay far below it. Below
-# _CHECK_FROM characters the worst case is bounded anyway (about 0.1 s), so the check (about
-# 0.005 ms per KB, a CSS child chain matched by lexbor) runs only on larger markup.
+# extract_plain_text(main_content=True) costs about (elements x nesting depth): a hostile page of
+# deeply nested <div>s takes minutes. Pages nested deeper than this are skipped with an error note;
+# real pages stay far below it. Below _CHECK_FROM characters the worst case is small anyway, so the
+# check (a CSS child chain matched by lexbor, itself a cost) runs only on larger markup.
 MAX_DEPTH = 128
 _CHECK_FROM = 16_384
 _TOO_DEEP = " > ".join(["*"] * (MAX_DEPTH + 1))
@@ -75,8 +74,8 @@ def extract_main_content(markup: str) -> MainContent:
 def nested_too_deep(markup: str) -> bool:
     """Whether the document nests elements more than :data:`MAX_DEPTH` deep (True also when
     Resiliparse cannot parse it), for a caller that extracts no main content: the check
-    :func:`extract_main_content` makes, a lexbor parse and a CSS match (about 1 ms for a 100 KB
-    page; none below 16 KB, where the worst case is bounded anyway)."""
+    :func:`extract_main_content` makes, a lexbor parse and a CSS match (none below 16 KB, where the
+    worst case is small anyway)."""
     from resiliparse.parse.html import HTMLTree  # noqa: PLC0415
 
     if len(markup) <= _CHECK_FROM:

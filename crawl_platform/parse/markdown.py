@@ -1,6 +1,7 @@
 """A stored page as Markdown with its published date: trafilatura and htmldate, off the crawl path.
 
-trafilatura costs about 8 ms a page, more than the crawl's whole CPU per page, so this runs in
+trafilatura costs more CPU a page than the crawl's whole fetch, parse and landing of it
+(measured by ``benchmarks/markdown_rate.py``), so this runs in
 the ``documents_markdown`` asset (:mod:`crawl_platform.store.markdown`), which reads the bodies
 from the raw archive (:mod:`crawl_platform.archive.reader`), never from the network. The body is
 decoded once (:mod:`crawl_platform.parse.encoding`, as the crawl's parser does); trafilatura

@@ -2,7 +2,7 @@
 fetch threads go on.
 
 A fetch step's process spends about as much CPU fetching (the HTTP client is Python) as parsing,
-and both need the GIL: parsed after the fetch, a one-host batch kept one core busy and left the
+and both need the GIL: parsed after the fetch, a one-host batch keeps one core busy and leaves the
 other idle. :class:`ParsePool` hands the pages to :class:`ParseWorkers` in chunks as they arrive
 (:meth:`ParsePool.add`, called from the fetch threads), so fetching and parsing overlap on
 separate cores. Once the fetch is over, the step's process is idle, so :meth:`ParsePool.parsed`
@@ -10,13 +10,13 @@ parses too: the chunks no worker has taken yet, from the last one back, while th
 them from the first (and the chunks that came before any worker had started, so a crawl's seed
 never waits for a new interpreter); it waits for the rest. With 0 workers
 (``CRAWL_PARSE_WORKERS=0``), or where a process cannot start children, the pages are parsed in the
-step's own process after the fetch, as before. A chunk whose worker died or failed is parsed again
-in the step's process, so nothing is lost and a page's parse error is the one it always had.
+step's own process after the fetch. A chunk whose worker died or failed is parsed again in the
+step's process, so nothing is lost and a page's parse error is the one a worker would have given.
 
-The workers are new interpreters that import only the parser (``spawn``; 45 MB each at
-100,000 pages), not forks of the step's process: a forked worker inherited the heap of a Dagster
-run, and kept a private copy of every page of it that the run then wrote or freed, 158 MB each at
-100,000 pages (docs/benchmarks.md, sessions 17 and 18). They die with the step's process
+The workers are new interpreters that import only the parser (``spawn``), not forks of the step's
+process: a forked worker would inherit the heap of a Dagster run, and keep a private copy of every
+page of it that the run then wrote or freed, several times a new interpreter's memory on a long
+crawl (measured by ``benchmarks/cpu_by_kind.py --memory``). They die with the step's process
 (``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind. One set of workers serves every
 pool of its owner (:class:`~crawl_platform.pipeline.shard.ShardFetcher`, or a Dagster run's process,
 which lends them to each of its steps), so a run that goes on level after level starts them once.
@@ -79,8 +79,8 @@ def _worker_init(parent: int) -> None:
     """Start as the step's child (:func:`start_as_child`) and warm the parser up."""
     start_as_child(parent)
     # What the parser imports at its first page (URL handling, Resiliparse, numpy) is imported
-    # now, before the worker counts as started, not while the step waits for the first chunk
-    # (docs/benchmarks.md, session 22). A worker's start costs about 0.2 CPU s (session 25).
+    # now, before the worker counts as started, not while the step waits for the first chunk.
+    # What a worker's start costs is measured by benchmarks/worker_start.py.
     parse_pages([(_WARM_URL, _WARM_PAGE, _WARM_URL, "text/html")], DEFAULT_ENGINE, main_content=True)
 
 
@@ -89,8 +89,8 @@ _MAIN_LOCK = threading.Lock()
 
 WORKER_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
 """Set for a worker where the environment does not say otherwise. numpy (SimHash) loads OpenBLAS,
-which starts a thread per core that spins for a while: 0.12 of a worker start's 0.32 CPU s, for
-linear algebra the parser never does (docs/benchmarks.md, session 31)."""
+which starts a thread per core that spins for a while: a large share of a worker start's CPU, for
+linear algebra the parser never does (measured by ``benchmarks/worker_start.py``)."""
 
 
 class _WorkerProcess(multiprocessing.context.SpawnProcess):
@@ -159,8 +159,8 @@ class ParseWorkers:
 
     @property
     def ready(self) -> bool:
-        """Whether a worker has started (a new interpreter importing the parser: about half a
-        second). Until then, a chunk handed over would wait for it."""
+        """Whether a worker has started (a new interpreter importing the parser). Until then, a
+        chunk handed over would wait for it."""
         return self._pool is not None and any(f.done() for f in self._started)
 
     def pids(self) -> list[int]:

@@ -8,12 +8,12 @@ words), each weighted by how often it occurs; a bit of the hash is set where mos
 hashes have it set. Why not a library: PyPI's ``simhash`` (2.1.2, last released 2022) overflows
 on numpy 2 (``OverflowError: Python integer 291 out of bounds for uint8``) and hashes 4-character
 windows with md5 one by one; trafilatura's ``Simhash`` hashes single words in a Python loop of 64
-steps each (1.2-2.2 ms for a Python docs page); the C/Rust packages on PyPI are one-person
+steps each, several times slower than this one; the C/Rust packages on PyPI are one-person
 releases without upkeep. This one hashes each word once with ``zlib.crc32`` (stable across
 processes and machines, unlike ``hash()``), spreads it to 64 bits and combines shingles with the
-splitmix64 finaliser in numpy, and counts bits with ``unpackbits``: about 0.4 ms for a 2,500-word
-page, and the values are pinned by tests so that hashes in the lake stay comparable across
-releases.
+splitmix64 finaliser in numpy, and counts bits with ``unpackbits``, with no Python loop per word
+(its cost is part of what ``benchmarks/main_text_cost.py`` measures), and the values are pinned by
+tests so that hashes in the lake stay comparable across releases.
 """
 
 from __future__ import annotations
