@@ -1,9 +1,9 @@
-"""A batch run that goes on to its partitions' next link level by itself (issue 12).
+"""A batch run that goes on to its partitions' next link level by itself.
 
 A batch's links to its own hosts go back to the frontier partitions the batch read (the topic is
 keyed by host), so a site's next link level is waiting there as soon as the batch's frontier
-step published it. Cutting that into a new run costs a sensor pass, a queue pass and a run start
-(about 2 s), however few pages the level has. Instead, a run the frontier sensor started goes on:
+step published it. Cutting that into a new run costs a sensor pass, a queue pass and a run start,
+seconds however few pages the level has. Instead, a run the frontier sensor started goes on:
 for up to ``CRAWL_RUN_CONTINUE_S`` it reads what arrived on its partitions after its batch, as the
 next batch (with its own partition key, which names its offset ranges, so materialising it again
 fetches exactly that), fetches, lands and expands it in the same process, and so on until its
@@ -144,8 +144,8 @@ class Continuation:
         """What arrived on the partitions of ``ends`` after them, up to a batch; None when nothing
         did, or when the broker lost a partition's log (the sensor requeues then)."""
         bus = self.crawler.bus
-        # Only this run's partitions are asked for: on the embedded broker each costs 0.2 s of
-        # its CPU at 100,000 records (see KafkaBus.watermarks).
+        # Only this run's partitions are asked for: on the embedded broker each read walks the
+        # partition's log, so its cost grows with the log (see KafkaBus.watermarks).
         marks = bus.watermarks(bus.frontier_topic, skip=set(range(bus.partitions)) - set(ends))
         held = {p: marks[p] for p in ends if p in marks}
         if len(held) < len(ends):

@@ -31,8 +31,8 @@ from crawl_platform.store.hosts import load_hosts, save_hosts
 from crawl_platform.urls import CrawlScope, canonicalize
 
 # Most seeds a seeds-topic range may hold to be registered in the seeds sensor's own evaluation
-# (admitted and published in about a second); a larger submission gets an intake run, which has no
-# evaluation timeout.
+# (admitted and published well within the evaluation's timeout); a larger submission gets an intake
+# run, which has no evaluation timeout.
 INLINE_SEEDS_MAX = 5_000
 
 

@@ -40,8 +40,9 @@ ORPHAN_AFTER_S = 60.0
 IDLE_SWEEP_EVERY_S = 15.0
 """How often the frontier sensor of an idle loop looks for orphaned URLs (queued over
 :data:`ORPHAN_AFTER_S`) and for page events no frontier step got confirmed: two lake reads, which
-made every second took about 60 % of an idle code server's CPU (docs/benchmarks.md, session 27).
-An orphan is then found 60-75 s after it was queued instead of 60-61 s."""
+made at every tick would take most of an idle code server's CPU (measured by
+``benchmarks/platform_cost.py``). An orphan is then found up to this much later than
+:data:`ORPHAN_AFTER_S` after it was queued."""
 
 SEED_RANGE_SIZE = 10_000
 """Most crawl requests one intake run registers per seeds partition."""
@@ -164,8 +165,8 @@ def read_topic(bus: Bus, topic: str, raw_cursor: str | None, held: Collection[in
     really end (``KAFKA_EXACT_LOG_ENDS``, see :meth:`Bus.watermarks`), whoever produced them,
     batching or not. The ``held`` partitions' watermarks are not
     read (a continuing batch run holds them and reads their new offsets itself): on the embedded
-    broker each read walks the partition's log, 0.2 s of its CPU at 100,000 records, and the
-    frontier sensor looks every second. Raises :class:`BusError` when the broker is unreachable."""
+    broker each read walks the partition's log, at a cost that grows with it, and the frontier
+    sensor looks every second. Raises :class:`BusError` when the broker is unreachable."""
     try:
         watermarks = bus.watermarks(topic, skip=held)
     except BusError:
@@ -208,8 +209,7 @@ def plan_frontier(topic: TopicState, queue: RunQueue, policy: LoopPolicy,
     the ``held`` partitions (a continuing batch run holds them and reads their new offsets
     itself); their cursor stays. With ``continuing`` runs, a partition group gets one batch per
     pass: its run goes on through the rest of the backlog itself, so a second run for the group
-    would only queue behind it and find its offsets landed already (at 100,000 pages one pass
-    queued ten such runs, docs/benchmarks.md, session 22)."""
+    would only queue behind it and find its offsets landed already."""
     room = max(0, policy.max_queued_runs - queue.waiting)
     marks = {p: m for p, m in topic.watermarks.items() if p not in held} if held else topic.watermarks
     cut = plan_batches(marks, topic.cursor, policy.batch_size, min(room, policy.max_runs_per_tick),

@@ -78,7 +78,7 @@ class ShardFetcher:
         # only the last chunks (this process parses those no worker has taken yet, after writing
         # the shard's WARC file while the workers go on). Without, the pool keeps them and parses them here after
         # the fetch, not page by page inside it: on one host without a delay, interleaving the two
-        # in one process cost a third more CPU (measured with benchmarks/fetch_hosts.py).
+        # in one process costs more CPU (measured by benchmarks/fetch_hosts.py).
         if requests and self.parse_workers > 0 and self._workers is None and len(requests) >= self.workers_from:
             self._workers = ParseWorkers(self.parse_workers)
         known = {r.url: r.known_hash for r in requests if r.known_hash}
