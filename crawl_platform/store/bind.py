@@ -1,12 +1,12 @@
 """Python rows handed to a DuckDB statement as a relation of a given name, for the length of a block.
 
-Arrow is the fast way in for many rows: 20,000 URLs bind in 7 ms as an Arrow table and in 93 ms as
-list parameters. But a process's first scan of an Arrow table makes DuckDB import
+Arrow is the fast way in for many rows: thousands of URLs bind many times faster as an Arrow table
+than as list parameters. But a process's first scan of an Arrow table makes DuckDB import
 ``pyarrow.dataset`` and ``pyarrow.compute``, on top of pyarrow and numpy themselves, which a
-``crawl-platform crawl`` that registers a handful of seeds paid on every call. Up to
+``crawl-platform crawl`` that registers a handful of seeds would pay on every call. Up to
 :data:`FEW_ROWS` rows therefore go in as list parameters, unnested into a temporary table of the
-caller's transaction; more go in as an Arrow table (imported only then). One ``crawl URL`` took
-0.91 CPU s before, 0.63 after (``benchmarks/cli_cost.py``, docs/benchmarks.md, session 31).
+caller's transaction; more go in as an Arrow table (imported only then). What that spares one
+``crawl URL`` is measured by ``benchmarks/cli_cost.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import duckdb
 
 FEW_ROWS = 64
 """Up to this many rows are bound as list parameters (a crawl's seeds; a few URLs the broker
-confirmed), more as an Arrow table: at 100 rows the two cost the same (about 1.5 ms)."""
+confirmed), more as an Arrow table, which pays off only from somewhat more rows than this."""
 
 _ARROW_TYPES = ("VARCHAR", "INTEGER")
 

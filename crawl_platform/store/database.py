@@ -67,9 +67,9 @@ class CrawlStore:
         lake and process, however many components ask (attaching costs tens of milliseconds).
         ``threads``: DuckDB's threads in this process, if it is the first to open a lake (0: one
         per core; None: ``CRAWL_LAKE_THREADS``, 1 by default). The crawl's statements are small,
-        and on them DuckDB's threads cost more than they save: a status read took 24 ms of CPU
-        on one thread per core against 14 on one (docs/benchmarks.md, session 23), and with one
-        thread in every process the crawls were faster for less CPU (session 24)."""
+        and on them DuckDB's threads cost more than they save: a status read takes more CPU on
+        one thread per core than on one, and with one thread in every process the crawls are
+        faster for less CPU (see docs/benchmarks.md)."""
         if threads is None:
             threads = settings.lake_threads
         location = LakeLocation.from_settings(settings)
@@ -168,9 +168,8 @@ class CrawlStore:
     def _use_lake(self, con: duckdb.DuckDBPyConnection) -> None:
         """Make this lake the default catalog of ``con``, a connection of its own to the process's
         DuckDB. :meth:`read` and :meth:`write` call it inside their transaction: ``USE`` outside one
-        is a DuckLake transaction of its own, a snapshot lookup in the catalog: about 1.5 CPU ms
-        of every read or write of a table (``benchmarks/lake_reads.py``, docs/benchmarks.md,
-        session 26)."""
+        is a DuckLake transaction of its own, a snapshot lookup in the catalog, which every read or
+        write of a table would pay again (measured by ``benchmarks/lake_reads.py``)."""
         con.execute(f"USE {self.alias}")
         con.execute("SET enable_progress_bar = false")  # a long query must not draw on the caller's stdout
 
@@ -218,8 +217,8 @@ class CrawlStore:
             try:
                 con.execute(self.location.attach_sql(alias=self.alias))
             except duckdb.Error as err:
-                # A lake created with a relative data path (before paths were made absolute) names
-                # the same folder another way: open it with ours, if it is the same folder.
+                # A lake whose catalog holds its data path spelt another way (relative, say) names
+                # the same folder differently: open it with ours, if it is the same folder.
                 if not self.location.same_data_path(str(err)):
                     raise
                 con.execute(self.location.attach_sql(alias=self.alias, override_data_path=True))
@@ -333,11 +332,11 @@ def _engine(catalog_kind: str, memory_limit: str | None = None, threads: int = 0
     (loading them costs a few hundred milliseconds). Every lake is attached to it.
 
     ``memory_limit`` (``CRAWL_LAKE_MEMORY_LIMIT``, set by the first store opened) bounds it.
-    DuckDB's own default is 80 % of the machine's memory, so each run process kept what it had
-    read of the lake. At 100k pages the platform's peak PSS was 2.1 GB without a limit and 2.0 GB
-    at 1 GB, as fast; 256 MB saved more at 20k pages but cost 14 % of the pages per second at 100k
-    (docs/benchmarks.md, session 15). A query that needs more spills to a folder of this process's
-    own under the system's temporary folder."""
+    DuckDB's own default is 80 % of the machine's memory, so each run process would keep what it
+    had read of the lake. The default limit lowers the platform's peak memory on a long crawl at
+    no cost in speed, where a much lower one costs pages per second (see docs/benchmarks.md). A
+    query that needs more spills to a folder of this process's own under the system's temporary
+    folder."""
     global _ENGINE  # noqa: PLW0603 - one DuckDB per process, created on first use
     with _ENGINE_LOCK:
         if _ENGINE is None:

@@ -8,14 +8,15 @@ wheel's version must be the DuckDB version the project pins, and afterwards each
 must report the build pinned here: a missing or mismatched wheel is one line saying what to
 install. Neighbour: :mod:`crawl_platform.store.database` opens the lake with them.
 
-DuckDB checks an extension's signature at every ``LOAD`` by hashing its whole file: about 0.27 s
-and 0.5 CPU s for DuckLake and SQLite's 70 MB, in every process that opens the lake (each batch
-run, each CLI command). So the signature of each installed file is checked once, by a DuckDB that
-allows nothing unsigned, and the check is recorded beside the file (its build, size and
-modification time). The store's own DuckDB (:func:`~crawl_platform.store.database.new_engine`)
-allows unsigned extensions and loads a file so recorded without hashing it again (5 ms); a file
-that changed since, or was never checked, is checked first. A DuckDB that does not allow unsigned
-extensions (an analyst's) checks the signature itself as usual.
+DuckDB checks an extension's signature at every ``LOAD`` by hashing its whole file, tens of
+megabytes for DuckLake and SQLite together, in every process that opens the lake (each batch run,
+each CLI command): a large share of a short process's CPU. So the signature of each installed
+file is checked once, by a DuckDB that allows nothing unsigned, and the check is recorded beside
+the file (its build, size and modification time). The store's own DuckDB
+(:func:`~crawl_platform.store.database.new_engine`) allows unsigned extensions and loads a file so
+recorded without hashing it again; a file that changed since, or was never checked, is checked
+first. A DuckDB that does not allow unsigned extensions (an analyst's) checks the signature
+itself as usual.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def _installed_build(folder: Path, name: str) -> str | None:
     """The build of ``name`` installed in ``folder``, read from its install record without loading
     it (None when it is not installed there). Not from ``duckdb_extensions()``: a copy left behind
     by an install that was killed (``<name>.duckdb_extension.tmp-*``) can stand in there for the
-    real one, and every start would install again (about 0.3 s of CPU and 70 MB written)."""
+    real one, and every start would install again (the whole file copied each time)."""
     if not (folder / f"{name}.duckdb_extension").is_file():
         return None
     try:

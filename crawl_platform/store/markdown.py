@@ -4,8 +4,8 @@ The ``documents_markdown`` asset calls :func:`land_markdown` as batches land. It
 versions of the crawls that have a ``documents`` row (an HTML page) but no ``documents_markdown``
 row yet, reads their stored responses from the raw archive
 (:func:`crawl_platform.archive.reader.archived_responses`, never the network), extracts them with
-:func:`crawl_platform.parse.markdown.extract_markdown` (trafilatura and htmldate, about 8 ms a
-page, which is why this is not on the crawl path) outside any lock, and inserts the rows in one
+:func:`crawl_platform.parse.markdown.extract_markdown` (trafilatura and htmldate, whose CPU per
+page is why this is not on the crawl path) outside any lock, and inserts the rows in one
 write transaction, skipping any another run inserted meanwhile, so the key ``(url, version)``
 holds and a version is extracted once. Versions fetched with the archive off have no record and
 are left out (``MarkdownReport.unarchived`` counts them).

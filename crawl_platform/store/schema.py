@@ -49,7 +49,7 @@ def schema_upgrade(con: duckdb.DuckDBPyConnection, alias: str) -> list[str]:
     # This lake's own tables and their columns, in one read of its catalog (DuckLake's metadata
     # tables, attached as __ducklake_metadata_<alias>): duckdb_columns() would read every lake the
     # process attached, and one unreachable catalog among them would stop every other lake from
-    # opening; a DESCRIBE per table cost each new run process about 0.1 s.
+    # opening; a DESCRIBE per table would cost each new run process a statement per table.
     meta = f"__ducklake_metadata_{alias}"
     rows = con.execute(
         f"""SELECT t.table_name, c.column_name FROM {meta}.ducklake_table t
