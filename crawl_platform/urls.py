@@ -21,7 +21,7 @@ from w3lib.url import canonicalize_url
 
 from crawl_platform.patterns import Pattern, PatternError, compile_pattern
 
-if TYPE_CHECKING:  # types only: a parse worker, which resolves links, imports no settings (0.2 s)
+if TYPE_CHECKING:  # types only: a parse worker, which resolves links, does not pay for importing settings
     import tldextract
 
     from crawl_platform.config import Scope
@@ -43,9 +43,9 @@ class InvalidURLError(ValueError):
 
 
 CANONICAL_CACHE_SIZE = 32768
-"""URLs whose canonical form a process remembers. Canonicalising (w3lib) was half of the parse
-step's CPU on the benchmark site (about 25 us a link, 20 links a page), and a site's pages link the
-same URLs over and over (navigation, related pages): about 10 MB at most."""
+"""URLs whose canonical form a process remembers. Uncached, canonicalising (w3lib) is a large
+share of the parse step's CPU (measured by ``benchmarks/link_resolution.py``), and a site's pages
+link the same URLs over and over (navigation, related pages): about 10 MB at most."""
 
 
 def canonicalize(url: str) -> str:
@@ -107,7 +107,7 @@ def resolve_link(base_url: str, href: str) -> str | None:
             href = href[:cut]  # the canonical form has no fragment
         if href[0] == "/" and href[1:2] != "/" and "/." not in href:
             # An absolute path with no dot segments, most links of most sites: what urljoin would
-            # give, without its two parses of the page's URL per link (a third of the parse step).
+            # give, without its two parses of the page's URL per link (a large share of the parse step).
             origin, canonical_origin = _origin(base_url)
             if canonical_origin and _PLAIN_PATH.fullmatch(href) and len(origin) + len(href) <= MAX_URL_LENGTH:
                 # Nothing for canonicalize to change: the URL is the origin and the path as they are.
@@ -125,8 +125,8 @@ def resolve_link(base_url: str, href: str) -> str | None:
 
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,=:@/-]*")
 """A path canonicalize returns unchanged: no query, fragment, percent escape, path parameter (``;``)
-or character to escape. Resolving the links found on a page was 40 % of a parse worker's CPU on the
-benchmark site, most of it canonicalising URLs of this form (docs/benchmarks.md, session 12)."""
+or character to escape. Resolving the links found on a page would otherwise be a large share of a
+parse worker's CPU, most of it canonicalising URLs of this form (measured by ``benchmarks/link_resolution.py``)."""
 _PLAIN_RELATIVE = re.compile(r"[A-Za-z0-9_~!$&'()*+,=@-][A-Za-z0-9._~!$&'()*+,=@/-]*")
 """A document-relative path of :data:`_PLAIN_PATH`'s characters that cannot be read as a scheme
 (no ``:``) or start a dot segment; with no ``/.`` or ``//`` in it either (urljoin drops empty
@@ -166,8 +166,8 @@ def host_of(url: str) -> str:
 @cache
 def _suffixes() -> tldextract.TLDExtract:
     """The public-suffix matcher, built at its first use: tldextract (and the ``requests`` it
-    imports, 0.1 s) is not needed to resolve links, all a parse worker does. No network: the
-    public-suffix list bundled with tldextract is used as is."""
+    imports) is not needed to resolve links, all a parse worker does, so a worker never imports
+    it. No network: the public-suffix list bundled with tldextract is used as is."""
     import tldextract  # noqa: PLC0415
 
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)

@@ -35,8 +35,9 @@ from fastwarc.warc import WarcRecord, WarcRecordType
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.fetch.transport import Exchange
 
-# gzip level of every record. Measured on 30 KiB pages (benchmarks/archive_cost.py): level 3 costs
-# about 40 % of level 6's CPU for an archive 1 % larger; level 1 is faster still but 40 % larger.
+# gzip level of every record: level 3 costs well under half of level 6's CPU for an archive barely
+# larger; level 1 is cheaper still but makes a much larger archive (measured by
+# benchmarks/archive_cost.py).
 COMPRESSION_LEVEL = 3
 _REWRITTEN = frozenset({"content-encoding", "transfer-encoding"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+=_-]")

@@ -95,8 +95,8 @@ class CrawlController:
             before = CrawlState(row[0] or CrawlState.ACTIVE)
             last = row[1]
             if last is not None and last > datetime.now(UTC).replace(tzinfo=None) + timedelta(seconds=MAX_CLOCK_SKEW_S):
-                # A command dated ahead of the clock, applied before such times were refused, orders
-                # nothing: every later command would look older and be ignored.
+                # A stored command dated ahead of the clock (the lake does not check the times it
+                # holds) orders nothing: every later command would look older and be ignored.
                 last = None
             if last is not None and issued < last:
                 return ControlOutcome(command.crawl_id, command.action, before, before, False, stale=True)
