@@ -3,7 +3,7 @@
 A one-host crawl is one frontier partition, and the partition's limit of one run at a time makes
 its batch runs follow one another: each waits in the queue until the daemon's next pass after
 the previous run ended. ``QueuedRunCoordinator`` takes ``dequeue_interval_seconds`` in whole
-seconds, so at its least (1 s) a batch waited about 0.5-1 s there (the daemon's loop sleeps
+seconds, so at its least (1 s) a batch waits up to a second there (the daemon's loop sleeps
 in steps of 0.5 s, ``dagster._daemon.daemon.IntervalDaemon``). :class:`QuickQueuedRunCoordinator`
 is the same coordinator with a fractional interval; ``dagster.yaml`` written by
 :func:`crawl_platform_dagster.instance.write_instance_yaml` sets 0.5. Each pass reads the queued

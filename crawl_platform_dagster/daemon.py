@@ -5,9 +5,10 @@ hands over to it after two things that cut the time from a submitted seed to its
 
 - **The fork server starts with the daemon.** :class:`~crawl_platform_dagster.launcher.ForkRunLauncher`
   forks every run from a fork server that imports the definitions and the lake's DuckDB
-  extensions once, about 10 s of imports. Dagster creates an instance's run launcher
-  only when the first run is launched, so the first run of a new stack waited for all of it (seed to
-  first row 14.6 s instead of 5.8 s, docs/benchmarks.md, session 8). Here the launcher is created
+  extensions once, seconds of imports. Dagster creates an instance's run launcher only when the
+  first run is launched, so the first run of a new stack would wait for all of them, and a new
+  stack's first crawl would take much longer from seed to first row (``benchmarks/compare.py``
+  reports it). Here the launcher is created
   once before the daemon starts and, when it is a :class:`ForkRunLauncher`, its fork server is
   started and imports while the daemon starts up. Python's ``multiprocessing`` keeps one fork server
   per process, so the launcher the daemon creates later forks from the same one. Once the server
@@ -17,11 +18,11 @@ hands over to it after two things that cut the time from a submitted seed to its
   sensors every 5 s (``dagster._daemon.sensor.MIN_INTERVAL_LOOP_TIME``, a module constant with no
   setting), whatever a sensor's ``minimum_interval_seconds``. A crawl waits for two sensors in
   turn (seeds, then frontier) and each new link level for the frontier sensor again, so that loop
-  cost up to 5 s at each step. Each sensor still waits its own minimum interval, counted from
-  its last tick's start, which comes a few milliseconds into a pass: with passes exactly 1 s
-  apart, a one-second sensor was often not yet due at the next pass and ticked 2 s later. A pass
-  therefore comes ``LOOP_MARGIN_S`` later than the setting says: 30 ticks of a one-second sensor in
-  31 s instead of 26 in 30 s (docs/benchmarks.md, session 14).
+  would cost up to 5 s at each step. Each sensor still waits its own minimum interval, counted
+  from its last tick's start, which comes a few milliseconds into a pass: with passes exactly 1 s
+  apart, a one-second sensor would often not yet be due at the next pass and tick 2 s later. A
+  pass therefore comes ``LOOP_MARGIN_S`` later than the setting says, so that such a sensor ticks
+  at every pass.
 
 ``crawl-platform up``, the tests and the benchmarks start the daemon this way; plain
 ``dagster-daemon run`` still works, with Dagster's 5 s loop and a first run that waits for the

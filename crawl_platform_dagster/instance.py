@@ -108,8 +108,8 @@ concurrency:
 {partition_limits_yaml(partitions)}  pools:
     # Pools without a limit of their own; the only pool is {DUCKDB_WRITER_POOL} (landing, frontier and
     # maintenance steps). The lake's write lock already makes writers take turns, so the pool
-    # lets as many in as runs can be at once: at limit 1 the polite broad crawl landed about 10 %
-    # slower (docs/benchmarks.md). Lower it to make writer steps wait in Dagster, not on the lock.
+    # lets as many in as runs can be at once: at limit 1 the polite broad crawl lands more slowly
+    # (see docs/benchmarks.md). Lower it to make writer steps wait in Dagster, not on the lock.
     default_limit: {writer_pool_limit or max_concurrent_runs}
     granularity: op
 run_monitoring:

@@ -2,12 +2,11 @@
 
 Dagster's ``DefaultRunLauncher`` asks the code server to start a run, and the code server spawns a
 fresh interpreter that imports Dagster, the definitions, DuckDB and pandas before the first step:
-about 1.5 CPU seconds of every batch run, most of a small batch's cost. :class:`ForkRunLauncher`
-keeps one fork server per launching process (Python's ``multiprocessing`` forkserver, which imports
-``preload_modules`` once) and forks each run from it. The child runs exactly what
-``dagster api execute_run`` runs, the command every container launcher (Docker, Kubernetes, ECS)
-starts, so the run, its events and its steps are Dagster's own. The forked runs share the warm
-process's memory pages until they write them.
+most of a small batch run's CPU. :class:`ForkRunLauncher` keeps one fork server per launching
+process (Python's ``multiprocessing`` forkserver, which imports ``preload_modules`` once) and forks
+each run from it. The child runs exactly what ``dagster api execute_run`` runs, the command every
+container launcher (Docker, Kubernetes, ECS) starts, so the run, its events and its steps are
+Dagster's own. The forked runs share the warm process's memory pages until they write them.
 
 The launcher records each run's process id and host as run tags. Run monitoring
 (``run_monitoring`` in ``dagster.yaml``) asks :meth:`ForkRunLauncher.check_run_worker_health`
@@ -42,9 +41,9 @@ DEFAULT_PRELOAD = ("dagster._cli.api", "dagster_postgres", "pandas", "crawl_plat
                    "crawl_platform_dagster.warm")
 """What the fork server imports once: Dagster's run command, its PostgreSQL storage, pandas (DuckDB
 imports it at the first query with parameters), and the definitions with the whole engine. Not
-Great Expectations: only quality runs use it, and preloaded it kept about 125 MB in the fork
-server that every crawl paid for, against 3-4 CPU s that each quality run now spends importing it
-(quality runs wait while batch runs go, so they are few; docs/benchmarks.md, session 20).
+Great Expectations: only quality runs use it, and preloaded it would keep its large memory in the
+fork server for every crawl to pay for, while each quality run importing it costs seconds of CPU
+(quality runs wait while batch runs go, so they are few).
 ``crawl_platform_dagster.warm`` comes last: it freezes what the others
 imported out of the garbage collector's reach, so forked runs keep sharing those pages."""
 

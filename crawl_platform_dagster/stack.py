@@ -60,9 +60,9 @@ class DagsterProcesses:
     the webserver connect to it through a workspace file written next to the logs (a
     ``grpc_server`` entry). Given ``workspace.yaml``'s ``python_module`` entry instead, the daemon
     would start a code server of its own and replace it every 60 s (Dagster's workspace refresh),
-    importing Dagster, DuckDB, pandas and the definitions anew each time: about 4 CPU seconds a
-    minute on an idle stack, and the webserver would run a second one. This is Dagster's own
-    deployment shape for a code location (docs/deployment.md)."""
+    importing Dagster, DuckDB, pandas and the definitions anew each time, a steady cost on an idle
+    stack (measured by ``benchmarks/platform_cost.py``), and the webserver would run a second one.
+    This is Dagster's own deployment shape for a code location (docs/deployment.md)."""
 
     def __init__(self, env: dict[str, str], log_dir: Path, webserver_port: int | None = 3000,
                  workspace: Path | None = None) -> None:
@@ -258,7 +258,7 @@ def create_instance_storage(home: Path) -> None:
 
 def create_lake(settings: Settings) -> str | None:
     """Create the lake (its catalog and tables) if it is new, before the first crawl: otherwise the
-    first submission pays for it (about 0.8 s on the way to its first row). Returns None, or one
+    first submission pays for it on the way to its first row. Returns None, or one
     line saying why the lake is out of reach (the crawl commands and the runs then report it)."""
     store = CrawlStore.from_settings(settings)
     try:
@@ -356,8 +356,8 @@ def _supervise(dagster: DagsterProcesses, logs: Path) -> int:
         stopping = True
 
     # Both set explicitly: a process started in the background by a shell without job control
-    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt (seen in a CI run
-    # started with `&`, whose `up` went on after its Ctrl-C).
+    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt (an `up` started
+    # with `&` in a script would go on after its Ctrl-C).
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:

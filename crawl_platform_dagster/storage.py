@@ -3,9 +3,9 @@
 ``dagster-postgres`` opens a new connection for every statement in every process except the
 webserver (SQLAlchemy's ``NullPool``): each sensor tick, run-queue pass, run event and heartbeat
 pays a TCP connect, PostgreSQL's authentication and a new server backend process. A batch run
-stores about forty events, and the daemon polls several times a second, so on the crawl's 2-core
-machine connecting was about a tenth of a run's CPU, with as much again in PostgreSQL forking
-backends (docs/benchmarks.md). :class:`PooledPostgresStorage` is the same storage with one small
+stores dozens of events, and the daemon polls several times a second, so connecting becomes a
+noticeable share of a run's CPU, with as much again in PostgreSQL forking backends (see
+docs/benchmarks.md). :class:`PooledPostgresStorage` is the same storage with one small
 pool per process: connections are checked with a ping before use (a restarted PostgreSQL costs a
 reconnect, not an error), replaced after :data:`POOL_RECYCLE_S`, and never shared with a forked
 child (the pool forgets its connections in the child). A process holds at most :data:`POOL_SIZE`
@@ -15,8 +15,8 @@ It also remembers, per process, the parts of the schema it has found. Dagster as
 catalog whether a table, column or index migration exists before most statements (the schedule
 storage before every sensor tick's reads and writes, each new instance three times as it starts),
 and a code server creates an instance per sensor evaluation: on an idle stack with a sensor pass a
-second, those catalog queries were over half of the daemon's and the code server's CPU
-(docs/benchmarks.md, session 9). Only what was found is remembered: a table or index a later
+second, those catalog queries would be most of the daemon's and the code server's CPU (see
+docs/benchmarks.md). Only what was found is remembered: a table or index a later
 migration adds is seen as soon as it exists.
 
 ``dagster.yaml`` selects it as custom storage (:func:`crawl_platform_dagster.instance.write_instance_yaml`):

@@ -3,9 +3,9 @@
 Dagster's SQLite storage creates a SQLAlchemy engine, and so a new SQLite connection, for every
 statement (``NullPool``), and each time an instance is created it loads the alembic revision
 scripts (Python files on disk) to check each database's schema. A code server creates an instance
-per sensor evaluation, and the daemon reads and writes sensor state on every tick: on the 20k-page
-crawl those checks were half the code server's CPU, and connecting and schema reflection about a
-third of the daemon's (docs/benchmarks.md, session 12). :class:`PooledSqliteStorage` is the same
+per sensor evaluation, and the daemon reads and writes sensor state on every tick, so during a
+crawl those checks would be a large share of the code server's CPU, and connecting and schema
+reflection of the daemon's (see docs/benchmarks.md). :class:`PooledSqliteStorage` is the same
 storage, on the same files, with one engine per database file per process (a small pool of open
 connections, never shared with a forked child), the schema checks made once per process, and the
 tables and indexes found remembered as :mod:`crawl_platform_dagster.storage` does on PostgreSQL.

@@ -1,11 +1,11 @@
 """The last module the run launcher's fork server imports (``crawl_platform_dagster.launcher``).
 
 Every run is forked from that server and starts with its memory shared, page for page, until it
-writes to a page. Two things are done here once, for all of them:
+writes to a page. Three things are done here once, for all of them:
 
 - DuckDB loads the lake's extensions (DuckLake and its catalog's driver) into a throwaway database,
   which is closed again: the extension libraries stay mapped, so a run's own first ``LOAD`` costs
-  about 0.2 CPU s instead of 0.6 (about a third of a small batch run's CPU). No database or
+  a fraction of what it would (that saves a large share of a small batch run's CPU). No database or
   connection is left open across the fork. Should it fail, each run loads (and reports) them itself.
 - the columns of ``schema.sql`` are read once (an in-memory DuckDB, closed again), which every run
   compares with its lake's when it attaches it (:func:`crawl_platform.store.schema.schema_upgrade`).
