@@ -38,7 +38,7 @@ class IntakeConfig(Config):
 
 
 # No writer pool (crawl_duckdb_writer): most of this step is network work (sitemaps over HTTP, publishing
-# every pending URL), and a pool slot held through it stalled every other run's landing. Its lake
+# every pending URL), and a pool slot held through it would stall every other run's landing. Its lake
 # writes are short admission transactions, each taking the lake's write lock on its own (as the CLI's
 # own registration does), and never around a network call.
 @asset(group_name="crawl", code_version="1",

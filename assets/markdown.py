@@ -1,8 +1,9 @@
 """The ``documents_markdown`` asset: each HTML page version as Markdown with its published date.
 
 Downstream of ``pages`` and ``documents``, off the crawl's critical path: trafilatura and htmldate
-cost about 8 ms a page, so the batch runs only land pages, and this asset extracts from the raw
-archive afterwards (:func:`crawl_platform.store.markdown.land_markdown`, which never fetches).
+cost more CPU a page than the crawl itself, so the batch runs only land pages, and this asset
+extracts from the raw archive afterwards (:func:`crawl_platform.store.markdown.land_markdown`,
+which never fetches).
 It is incremental and not partitioned: each materialisation extracts the versions that have no
 row yet, of every crawl or of those named in its config. Its automation condition
 (:data:`MARKDOWN_AUTOMATION`) requests it whenever a batch has materialised ``pages`` or

@@ -76,11 +76,11 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
                             max_links=settings.max_links_per_page, max_bytes=settings.batch_max_bytes)
 
     def start_parse_workers(self, pages: int) -> None:
-        """Start the run's parse workers now, for a batch of ``pages`` (they take about 0.6 s to
-        import and warm the parser), so that the first fetch step's pages do not wait for them;
+        """Start the run's parse workers now, for a batch of ``pages`` (they take a while to import
+        and warm the parser), so that the first fetch step's pages do not wait for them;
         not for a batch smaller than ``CRAWL_PARSE_WORKERS_FROM``, which its fetch step parses
-        itself (on a broad crawl the four first runs' workers competed for the two cores with
-        the runs' own first batches: seed to first row 4.9 and 3.5 s without them, 5.2-6.2 with)."""
+        itself (on a broad crawl the first runs' workers would compete for the cores with the
+        runs' own first batches, and delay the first rows)."""
         settings = self.settings()
         if pages >= settings.parse_workers_from:
             run_parse_workers(settings)
@@ -105,10 +105,10 @@ _RUN_PARSE_WORKERS: dict[int, ParseWorkers] = {}  # by process id: a fork starts
 
 def run_parse_workers(settings: Settings, start: bool = True) -> ParseWorkers | None:
     """The parse workers that every step of this process shares, started at the first call
-    (``start`` False: only those started already, else None): with
-    the in-process executor a run's steps (plan, fetch, land, then the levels its frontier step
-    goes on to) run in the run's process, which started them once per step before, 0.4 s of
-    waiting each time (docs/benchmarks.md, session 20). They end with the process. None with
+    (``start`` False: only those started already, else None): with the in-process executor a
+    run's steps (plan, fetch, land, then the levels its frontier step goes on to) run in the run's
+    process, so they start once per run rather than once per step, and no step waits for their
+    start again. They end with the process. None with
     ``CRAWL_PARSE_WORKERS=0``. Only steps that share their run's process ask for them: a Celery
     worker process outlives the steps it runs, and each of those starts and ends its own."""
     if settings.parse_workers <= 0:
@@ -120,9 +120,8 @@ def run_parse_workers(settings: Settings, start: bool = True) -> ParseWorkers | 
         workers = _RUN_PARSE_WORKERS[pid] = ParseWorkers(settings.parse_workers)
         # Killed before the process waits for its children. A forked run is a multiprocessing
         # child: when it returns, multiprocessing joins its child processes before Python's own
-        # exit hooks would shut the workers' pool down, so without this the run's process waited
-        # for its idle workers for ever (py-spy: ``_exit_function`` in ``join``), and kept its
-        # memory: a finished 100k run stayed at 380-570 MB PSS beside the next one until the
-        # stack stopped (docs/benchmarks.md, session 21).
+        # exit hooks would shut the workers' pool down, so without this the run's process would
+        # wait for its idle workers for ever (in ``_exit_function``'s ``join``), and keep its
+        # memory beside the next runs until the stack stopped.
         multiprocessing.util.Finalize(None, workers.kill, exitpriority=10)
     return workers

@@ -1,10 +1,10 @@
 """The platform settings as the Dagster layer's resources read them, built once per environment.
 
-Building :class:`~crawl_platform.config.Settings` costs about 3 ms (pydantic-settings reads every
-variable), and every sensor tick, step and handoff asked anew (the code server built them twice a
+Building :class:`~crawl_platform.config.Settings` is not free (pydantic-settings reads every
+variable), and every sensor tick, step and handoff asks for them (the code server several times a
 second). :func:`platform_settings` builds the settings of one environment and one set of
-overrides once per process (a later call costs 0.02 ms), and again as soon as any variable
-changes. Settings are frozen, so every caller may share them. Neighbours: :mod:`.crawl`,
+overrides once per process (a later call is a dictionary lookup), and again as soon as any
+variable changes. Settings are frozen, so every caller may share them. Neighbours: :mod:`.crawl`,
 :mod:`.store` and :mod:`.handoff` read their settings here.
 """
 

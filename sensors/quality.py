@@ -2,12 +2,13 @@
 
 Every ``pages`` materialisation since its cursor (a Dagster event storage id) is a landed batch;
 the sensor starts one ``crawl_quality_job`` run over all of them, at most every 30 s and never
-while the previous one is still going. Batch runs thus never import Great Expectations (about 4 s
+while the previous one is still going. Batch runs thus never import Great Expectations (seconds
 of CPU per process), and every landed batch is still checked, in landing order.
 
 While batch runs are going the checks wait, for at most ``CRAWL_QUALITY_MAX_WAIT_S`` after the
-oldest unchecked batch landed: a quality run imports about 250 MB, and beside a batch run's
-landing it was what took a 100k-page crawl's whole platform over 1.5 GB (docs/benchmarks.md).
+oldest unchecked batch landed: a quality run imports a large library, and its memory beside a
+batch run's landing would set the peak of the whole platform's memory on a long crawl (see
+docs/benchmarks.md).
 """
 
 import time

@@ -36,8 +36,8 @@ def records_sensor(context: SensorEvaluationContext, crawl_store: CrawlStoreReso
         return SkipReason("no lake yet")
     due = []
     for item in due_extractions(store):
-        # A crawl registered under an id that is no partition key (from before ids were checked at
-        # submission) is passed over, not allowed to stop the other crawls' records.
+        # A crawl registered under an id that is no partition key (the lake may hold ids that no
+        # submission check saw) is passed over, not allowed to stop the other crawls' records.
         problem = crawl_id_problem(item.crawl_id)
         if problem is None:
             due.append(item)

@@ -5,8 +5,8 @@ Every minute it asks the engine which scheduled crawl families are due
 run per due pass, with run key = the pass id (``<family>@<YYYYMMDDTHHMM>``) and every option of the
 latest pass, so the UI lists each pass it started. Each tick also reports the freshness check
 ``recurring_crawls_on_schedule`` (:mod:`crawl_platform_dagster.assets.recurring`). It is on by
-default: it only acts on crawls someone gave a schedule. The older ``recrawl_daily`` schedule (off
-by default) still resubmits every crawl daily.
+default: it only acts on crawls someone gave a schedule. The ``recrawl_daily`` schedule (off by
+default, :mod:`.schedules`) resubmits every crawl daily.
 """
 
 from datetime import UTC, datetime
