@@ -16,21 +16,20 @@ $(STAMP): pyproject.toml
 run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 	$(BIN)/crawl-platform up
 
-# pytest-xdist workers for `make test`. Modules go to workers whole (the e2e modules share a platform
-# between their tests) in collection order, and tests/e2e/conftest.py puts the e2e modules first,
-# slowest first. Not --dist loadgroup: with pytest 9.2 it silently stops grouping (pytest-xdist #1386).
-# Unit and Dagster tests: two workers, one per core (CPU-bound). The e2e tests mostly wait (sensor
-# ticks, retries, fault timeouts) since each run is forked from a warm process: serially they took
-# 649 s for about 460 CPU s, on three workers 370-515 s (three fresh-clone CI runs), on four 622 s
-# with one timeout (the 2 cores saturate), 2026-12-01. Tests marked `timing` measure wall-clock
-# gaps with a few ms of slack: they run alone, last. The whole fresh-clone CI: 586, 758 and 623 s;
-# after issues 13 and 14 (session 7), 1,142 s, e2e 741 s of it; session 8 (a persistent code server,
-# pooled PostgreSQL connections, a warmer fork server), 977 s, e2e 475 s (docs/benchmarks.md).
-# Session 9 (the schema remembered, a one-second sensor loop), locally: unit 253 s, e2e 355 s, timing
-# 73 s. Tried and dropped: the unit pass niced beside the e2e pass (unit 698 s, e2e 439 s: the cores
-# are busy, not waiting) and four e2e workers (415 s against 355 s on three). Fresh-clone CI: 720 s.
-# Session 10, on a machine 2.1-2.8x slower (Scrapy 63 against 175 pages/s): fresh-clone CI about
-# 1,940 s (unit 568, e2e 999, timing 100), every test passing; the layout is unchanged.
+# `make test` runs three pytest passes on pytest-xdist workers.
+# --dist loadfile: a module goes to one worker whole, because the e2e modules share one platform
+# between their tests. Not --dist loadgroup: with pytest 9.2 it silently stops grouping
+# (pytest-xdist #1386).
+# The e2e modules are meant to go longest first (tests/e2e/conftest.py sorts them by their `e2e`
+# mark's seconds), so that no slow module starts last and the pass lasts about as long as its
+# longest module. Workers take modules in collection order only with --no-loadscope-reorder; by
+# default pytest-xdist orders them by their number of tests.
+# The worker counts suit the 2-core CI machine. TEST_WORKERS: the unit and Dagster tests are
+# CPU-bound, so one worker per core. E2E_WORKERS: the e2e tests mostly wait (sensor ticks, retries,
+# fault timeouts; each run is forked from a warm process), so one worker more than the cores keeps
+# them busy; more than that saturates the cores and tests start to run into their timeouts.
+# Tests marked `timing` measure wall-clock gaps with little slack: they run alone, last, with no
+# other pass competing for the cores.
 TEST_WORKERS ?= 2
 E2E_WORKERS ?= 3
 
