@@ -1,8 +1,8 @@
-"""The embedded broker's CPU for a watermark read as a partition's log grows (sessions 16, 19).
+"""The embedded broker's CPU for a watermark read as a partition's log grows.
 
 Starts Tansu (the embedded broker) with a two-partition topic and fills one partition with
 frontier-sized messages, 1,000 per publish, batched as the platform's producer does (with
-``--one-record-batches``, one record per batch, as it did before session 19). At each size in
+``--one-record-batches``, one record per batch). At each size in
 ``--at`` it prints the broker's own CPU (``/proc/PID/stat``) for one ``KafkaBus.watermarks``
 read of the full partition (the broker's watermark; then the log's true end as
 ``KAFKA_EXACT_LOG_ENDS`` finds it), of the empty one, and for a read of the last ``--tail``

@@ -1,6 +1,6 @@
 """What a sensor tick's read of a topic costs: this process's CPU, the embedded broker's CPU and the
 wall time of ``read_topic`` (watermarks and the topic's id) on a new bus, as every tick builds one
-(docs/benchmarks.md, session 26).
+(see docs/benchmarks.md).
 
 Starts the embedded broker on a free port, creates the topics, publishes ``--records`` records to
 the frontier topic, then times ``--calls`` tick reads; CPU counts every thread of this process

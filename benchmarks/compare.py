@@ -1,4 +1,4 @@
-"""The platform against Scrapy on the same generated site, in one run (issue 5).
+"""The platform against Scrapy on the same generated site, in one run.
 
 Generates a deterministic site of N article pages (`static_site.py`), serves it with nginx on
 127.0.0.1, measures the server's own requests/s, then crawls it:

@@ -3,8 +3,8 @@
 Where a process's CPU goes below Python: the interpreter, DuckDB and its DuckLake and catalog
 extensions, Resiliparse and lexbor (the parse), fastwarc (the WARC archive), OpenBLAS threads, the
 kernel (page faults). ``py-spy --gil`` misses all of it that runs with the GIL released, which is
-what found OpenBLAS's spinning threads and the DuckDB share of a batch run (docs/benchmarks.md,
-session 31). Start it before a benchmark; it waits for the process whose command line contains
+what finds OpenBLAS's spinning threads and the DuckDB share of a batch run (see
+docs/benchmarks.md). Start it before a benchmark; it waits for the process whose command line contains
 ``--during`` (``compare.py``'s ``crawl --wait`` CLI by default), samples every CPU with
 ``perf record -a`` until that process ends, and prints each process's CPU seconds by library:
 

@@ -1,5 +1,5 @@
 """CPU of one small transaction on a lake: what every read and write of the crawl pays before its
-own work (docs/benchmarks.md, session 26).
+own work (see docs/benchmarks.md).
 
 Times, on the embedded lake at ``--lake`` (one that ``compare.py --docs --keep`` left, say), the
 best of ``--rounds`` rounds of ``--calls`` calls each, in CPU (process time) per call: a read with

@@ -1,7 +1,7 @@
 """What inline main content costs the parse step per page: ``parse_html`` without and with it.
 
 For each corpus, parses every page with ``parse_html(..., main_content=False)`` (the parse step
-before issue 13: title, text, links by lxml) and with ``main_content=True`` (plus Resiliparse's
+without main content: title, text, links by lxml) and with ``main_content=True`` (plus Resiliparse's
 main text, ``detect_fast`` and the SimHash), alternating round by round, ``--rounds`` times, and
 prints the best round's CPU milliseconds per page for both (process time, so that other
 processes on a shared machine count less than in wall time), the difference, and the parts of the

@@ -111,8 +111,7 @@ def _memory(pid: int, pss_too: bool = True) -> tuple[int, int]:
 class TreeSampler:
     """Samples the summed RSS of this process's descendants (minus `exclude`) every `interval_s`,
     and their PSS every `pss_every`-th time. Reading PSS every 0.5 s cost this process a quarter
-    of a core during a 100k crawl on 2 cores, taken from the crawler it measured (py-spy,
-    session 16)."""
+    of a core during a 100k crawl on 2 cores, taken from the crawler it measured (py-spy)."""
 
     exclude: set[int]
     interval_s: float = 0.5

@@ -1,12 +1,12 @@
-"""What one platform costs the machine: idle, and crawling the demo site (docs/benchmarks.md, session 8).
+"""What one platform costs the machine: idle, and crawling the demo site (see docs/benchmarks.md).
 
 Starts the platform as the end-to-end tests do (the embedded broker, a code server and the Dagster
 daemon, instance storage in a new database on the machine's PostgreSQL, four frontier partitions),
 then prints:
 
 - idle: CPU of the platform's processes over ``--idle-s`` seconds with nothing to crawl, the lake
-  created first as ``crawl-platform up`` does (before session 27 there was none yet, and the
-  sensors' idle reads of it were left out);
+  created first as ``crawl-platform up`` does (without it the sensors' idle reads of it would be
+  left out);
 - crawl: wall seconds and CPU seconds of the whole machine (``/proc/stat``, so every process the
   platform starts counts, runs included) while ``crawl-platform crawl … --wait`` takes a demo site
   of ``--pages`` pages with no per-host delay. A five-page crawl first warms the platform (the run

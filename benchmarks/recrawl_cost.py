@@ -4,7 +4,7 @@ the parse of bodies the lake already has.
 A server that sends no ``ETag`` and ignores ``If-Modified-Since`` answers every recrawl request
 with the full page. The batch's reader gives each request the content hash of the URL's latest
 version (``FetchRequest.known_hash``), and the fetch step then leaves an identical body unparsed:
-it would land no new version (docs/benchmarks.md, session 28).
+it would land no new version (see docs/benchmarks.md).
 
 The site is Debian's Python 3.11 documentation (``python3.11-doc``, 528 pages) served by nginx
 with ``etag off`` and ``if_modified_since off``. The script lands every page once (a first crawl),

@@ -1,4 +1,4 @@
-"""How long one frontier-sensor tick takes with a large backlog (issue: ticks finish in seconds).
+"""How long one frontier-sensor tick takes with a large backlog (a tick must finish in seconds).
 
     .venv/bin/python benchmarks/sensor_tick.py --pending 100000
 """

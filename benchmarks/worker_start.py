@@ -2,11 +2,12 @@
 
 Starts ``--starts`` single-worker pools (:class:`crawl_platform.parse.pool.ParseWorkers`) one
 after another, each until its worker is ready, and prints the workers' CPU per start (user and
-system, from ``RUSAGE_CHILDREN``). A Dagster batch run starts one for each run (docs/benchmarks.md,
-session 31). The workers start with ``OPENBLAS_NUM_THREADS=1`` unless the environment sets it:
+system, from ``RUSAGE_CHILDREN``). A Dagster batch run starts one for each run (see
+docs/benchmarks.md). The workers start with ``OPENBLAS_NUM_THREADS=1`` unless the environment sets
+it:
 
     .venv/bin/python benchmarks/worker_start.py --starts 5
-    OPENBLAS_NUM_THREADS=2 .venv/bin/python benchmarks/worker_start.py --starts 5   # as before session 31
+    OPENBLAS_NUM_THREADS=2 .venv/bin/python benchmarks/worker_start.py --starts 5   # OpenBLAS with a thread per core
 """
 
 import argparse

@@ -58,7 +58,7 @@ def start_platform(broker, tmp_path_factory):
         while started:
             dagster, tmp = started.pop()
             # Not the 15 s a user's stack gets: a code server busy in a sensor evaluation at the end
-            # of a module then cost each module's teardown 15 s (docs/benchmarks.md, session 17).
+            # of a module would cost each module's teardown all of them.
             dagster.stop(grace_s=5)
             for log in sorted((tmp / "logs").glob("*.log")):
                 sys.stderr.write(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}\n")

@@ -99,7 +99,7 @@ def test_a_landing_killed_mid_transaction_leaves_no_partial_batch(crawl_env, bus
 
 def test_a_1000_page_crawl_with_every_message_twice_a_killed_landing_and_a_rematerialisation(crawl_env, bus,
                                                                                              store):
-    """The faults of issue 4 on one generated site of over 1,000 pages, crawled to the end by the
+    """The faults of this module on one generated site of over 1,000 pages, crawled to the end by the
     engine: every frontier message is delivered a second time (later, in another batch), the
     first sizeable batch's landing is killed mid-transaction and that batch is simply run again,
     and a finished batch is materialised twice. Every reachable URL lands exactly once, nothing is

@@ -31,7 +31,7 @@ print(store.query("SELECT current_setting('threads')")[0][0])
 ])
 def test_the_crawl_opens_the_lake_on_one_duckdb_thread_unless_told_otherwise(tmp_path, opener, setting, expected):
     """The crawl's statements are small: one DuckDB thread does them with less CPU, and the crawls
-    were faster (docs/benchmarks.md, session 24). CRAWL_LAKE_THREADS changes it for runs and
+    are faster (see docs/benchmarks.md). CRAWL_LAKE_THREADS changes it for runs and
     sensors (0: one per core); the CLI's status reads stay on one."""
     lake = tmp_path / "lake"
     CrawlStore.from_settings(Settings(lake_path=lake)).ensure_schema()  # a lake for `status` to read

@@ -48,7 +48,7 @@ def test_engines_agree_on_every_demo_page(demo):
 
 @pytest.mark.skipif(not PYTHON_DOCS.is_dir(), reason="needs Debian's python3.11-doc (make test installs it)")
 def test_selectolax_gives_lxmls_title_text_and_links_on_a_real_site():
-    """The default engine replaced lxml for speed (docs/benchmarks.md, session 23): on every page
+    """The default engine is chosen over lxml for speed (benchmarks/parse_engines.py): on every page
     of the Python docs, from the huge indexes to the small ones, it must give exactly lxml's
     title, text and links (main content off: it is the same step whatever the engine)."""
     pages = sorted(PYTHON_DOCS.rglob("*.html"))
