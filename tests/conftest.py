@@ -34,8 +34,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before a test that measures wall-clock gaps, move what the session holds (every collected
     module, the fixtures so far) out of reach of Python's cyclic collector, as the run processes
     do after their imports (crawl_platform_dagster/warm.py). Otherwise a full collection of that
-    heap can fall inside a measured gap: 0.24-0.29 s, twice in one three-request test, seen
-    after the whole suite had been collected (2026-12-03)."""
+    heap can fall inside a measured gap: a quarter of a second or more once the whole suite has
+    been collected, far past a timing test's slack."""
     if item.get_closest_marker("timing") is not None:
         gc.collect()
         gc.freeze()
