@@ -186,8 +186,8 @@ def _children_take_sigint() -> Iterator[None]:
     ignores it. A command put in the background by a non-interactive shell (``nohup
     crawl-platform up &`` in a script) starts with SIGINT ignored, and its children inherit that;
     Dagster's code server maps SIGTERM to whatever SIGINT does (``setup_interrupt_handlers``), so
-    it ignored SIGTERM too: a stop waited :data:`STOP_GRACE_S` and killed it. (Runs install
-    their own SIGINT handler, so they could be terminated either way.) A signal a process catches is
+    it would ignore SIGTERM too: a stop would wait :data:`STOP_GRACE_S` and kill it. (Runs install
+    their own SIGINT handler, so they can be terminated either way.) A signal a process catches is
     reset to its default action in a new program, so this process catches SIGINT, doing
     nothing, while it starts them: it still ignores SIGINT, and they do not."""
     if signal.getsignal(signal.SIGINT) != signal.SIG_IGN or threading.current_thread() is not threading.main_thread():
@@ -201,7 +201,7 @@ def _children_take_sigint() -> Iterator[None]:
 
 
 def _ignore(signum: int, frame: FrameType | None) -> None:
-    """A SIGINT that comes while :func:`_children_take_sigint` starts a process: ignored, as before."""
+    """A SIGINT that comes while :func:`_children_take_sigint` starts a process: ignored, as outside it."""
 
 
 # Code servers, run workers (the fork server of crawl_platform_dagster/launcher.py and its forked
