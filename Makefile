@@ -20,10 +20,10 @@ run: $(STAMP)  ## set up, then run the embedded stack and crawl the demo site
 # --dist loadfile: a module goes to one worker whole, because the e2e modules share one platform
 # between their tests. Not --dist loadgroup: with pytest 9.2 it silently stops grouping
 # (pytest-xdist #1386).
-# The e2e modules are meant to go longest first (tests/e2e/conftest.py sorts them by their `e2e`
-# mark's seconds), so that no slow module starts last and the pass lasts about as long as its
-# longest module. Workers take modules in collection order only with --no-loadscope-reorder; by
-# default pytest-xdist orders them by their number of tests.
+# The e2e modules go longest first (tests/e2e/conftest.py sorts them by their `e2e` mark's
+# seconds), so that no slow module starts last and the pass lasts about as long as its longest
+# module. Workers take modules in collection order only with --no-loadscope-reorder; by default
+# pytest-xdist orders them by their number of tests.
 # The worker counts suit the 2-core CI machine. TEST_WORKERS: the unit and Dagster tests are
 # CPU-bound, so one worker per core. E2E_WORKERS: the e2e tests mostly wait (sensor ticks, retries,
 # fault timeouts; each run is forked from a warm process), so one worker more than the cores keeps
@@ -39,6 +39,7 @@ test: $(STAMP)  ## set up, then run the whole test suite (and the linters)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not timing" -n $(TEST_WORKERS) --dist loadfile \
 		--durations=10 tests/unit tests/dagster
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not timing" -n $(E2E_WORKERS) --dist loadfile \
+		--no-loadscope-reorder \
 		--durations=10 tests/e2e
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m timing --durations=5 tests/unit tests/e2e
 
