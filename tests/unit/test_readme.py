@@ -1,5 +1,5 @@
 """The docs a user reads cover the code (a contract for users): every setting in docs/settings.md,
-written from the settings models; every command; the module map."""
+written from the settings models; every command; every table and column; the module map."""
 
 import re
 from pathlib import Path
@@ -9,6 +9,7 @@ from pydantic import AliasChoices
 
 from crawl_platform.config import Settings
 from crawl_platform.config.docs import render
+from crawl_platform.store.schema import schema_columns
 from crawl_platform_dagster.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,18 @@ def test_the_module_map_names_every_engine_and_dagster_module():
                 for p in (ROOT / package).glob("*.py") if p.name != "__init__.py"]
     assert len(modules) > 40
     assert [str(p.relative_to(ROOT)) for p in modules if f"`{p.name}`" not in section] == []
+
+
+def test_docs_tables_md_gives_every_table_and_column_of_the_schema_with_its_type():
+    page = (ROOT / "docs" / "tables.md").read_text()
+    missing = []
+    for table, columns in schema_columns().items():
+        assert f"\n## `{table}`\n" in page, table
+        section = page[page.index(f"\n## `{table}`\n") + 1:]
+        section = section[:section.index("\n## ")] if "\n## " in section else section
+        missing += [f"{table}.{column} {kind}" for column, kind in columns.items()
+                    if f"| `{column}` | {kind} |" not in section]
+    assert missing == []
 
 
 def test_only_the_two_crawl_platform_packages_are_installed():
