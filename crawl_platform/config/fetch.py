@@ -165,6 +165,6 @@ class FetchSettings(BaseSettings):
         200, ge=0, validation_alias=AliasChoices("CRAWL_PARSE_WORKERS_FROM", "parse_workers_from"),
         description="Pages a fetch step must have before it starts parse workers. A smaller step (a crawl's "
         "seeds, a short link level) is parsed in the step's own process, unless its run's workers are up "
-        "already: starting a worker costs more CPU than parsing 200 pages (docs/benchmarks.md). `0`: start "
-        "them for any step.",
+        "already: starting a worker costs more CPU than parsing 200 small pages (docs/benchmarks.md). `0`: "
+        "start them for any step.",
     )
