@@ -94,7 +94,7 @@ class CrawlRequestConfig(Config):
                           "(at most CRAWL_MAX_PRIORITY).")
     every: str = Field("", description="Crawl again every interval, e.g. 6h, 1d (empty: not recurring).")
     cron: str = Field("", description="Crawl again on a 5-field cron schedule, UTC (empty: not recurring).")
-    extract_rules: str = Field("", description="Extraction rules as YAML or JSON text (see the README); "
+    extract_rules: str = Field("", description="Extraction rules as YAML or JSON text (docs/extraction.md); "
                                "their records land in `records`. Empty: none.")
 
 

@@ -1,4 +1,4 @@
-"""crawl-platform's engine: everything that crawls, with no Dagster import (see README)."""
+"""crawl-platform's engine: everything that crawls, with no Dagster import (docs/architecture.md)."""
 
 import logging
 

@@ -31,7 +31,7 @@ from crawl_platform_dagster.resources.settings import platform_settings
 
 
 class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # generic in the value it yields; a facade yields itself
-    """The platform settings (env vars documented in the README); fields here override them."""
+    """The platform settings (env vars documented in docs/settings.md); fields here override them."""
 
     lake_path: str | None = None
     kafka_bootstrap_servers: str | None = None

@@ -46,7 +46,7 @@ _STRICT = ConfigDict(strict=True)
 
 CRAWL_ID_RULE = ("1-128 letters, digits, '.', '_' or '-', starting with a letter or digit, without '..'; "
                  "'@' only in the passes of recurring crawls (<id>@<stamp>)")
-"""The crawl-id pattern in words, as errors and the README give it."""
+"""The crawl-id pattern in words, as errors and docs/limits.md give it."""
 _CRAWL_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,127}(?:@[A-Za-z0-9]{1,32})?")
 
 

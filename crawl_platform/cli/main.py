@@ -88,7 +88,7 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
     parser = _OneLineParser(
         prog="crawl-platform",
         description="Distributed web crawler on Kafka, Dagster and DuckDB. Settings come from "
-        "environment variables (see README).",
+        "environment variables (docs/settings.md).",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     for name, command in extra_commands.items():

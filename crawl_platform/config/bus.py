@@ -15,50 +15,63 @@ class BusSettings(BaseSettings):
     kafka_bootstrap_servers: str = Field(
         "127.0.0.1:19092",
         validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "kafka_bootstrap_servers"),
-        description="Kafka bootstrap servers. `crawl-platform up` starts the embedded broker here "
-        "unless KAFKA_BOOTSTRAP_SERVERS is set explicitly.",
+        description="Kafka bootstrap servers (`host:port`, comma-separated). When it is unset, "
+        "`crawl-platform up` starts the embedded broker at this address.",
     )
     kafka_client_config: dict[str, str] = Field(
         default_factory=dict,
         validation_alias=AliasChoices("KAFKA_CLIENT_CONFIG", "kafka_client_config"), repr=False,
-        description="Extra librdkafka settings as JSON (security.protocol, sasl.*, ssl.*), "
-        "passed to every producer, consumer and admin client (sasl.password makes it a secret: never shown).",
+        description="JSON object of extra librdkafka settings for every producer, consumer and admin "
+        "client, e.g. `security.protocol`, `sasl.*`, `ssl.*` (docs/kafka.md). With `sasl.password` in "
+        "it, it is a secret: never shown.",
     )
     kafka_producer_config: dict[str, str] = Field(
         default_factory=dict,
         validation_alias=AliasChoices("KAFKA_PRODUCER_CONFIG", "kafka_producer_config"), repr=False,
-        description="Extra librdkafka producer settings as JSON.",
+        description="JSON object of extra librdkafka producer settings.",
     )
     kafka_exact_log_ends: bool = Field(
         False,
         validation_alias=AliasChoices("KAFKA_EXACT_LOG_ENDS", "kafka_exact_log_ends"),
         description="Find where each partition's log ends by reading its tail instead of trusting the "
-        "broker's high watermark (one short read per partition per look). The embedded Tansu 0.6 "
-        "broker needs it (`up` and the tests set it): its high watermark stops at the last record "
-        "batch's first record. Leave it off on a real cluster.",
+        "broker's high watermark: one short read per partition per look. The embedded Tansu 0.6 "
+        "broker needs it (`up` and the tests turn it on): its high watermark stops at the first record "
+        "of the last record batch. Leave it off on a real cluster.",
     )
-    seeds_topic: str = Field("crawl.seeds", validation_alias=AliasChoices("CRAWL_SEEDS_TOPIC", "seeds_topic"))
+    seeds_topic: str = Field(
+        "crawl.seeds", validation_alias=AliasChoices("CRAWL_SEEDS_TOPIC", "seeds_topic"),
+        description="Topic of crawl requests: what `crawl-platform crawl`, the Launchpad and any producer submit.",
+    )
     frontier_topic: str = Field(
-        "crawl.frontier", validation_alias=AliasChoices("CRAWL_FRONTIER_TOPIC", "frontier_topic")
+        "crawl.frontier", validation_alias=AliasChoices("CRAWL_FRONTIER_TOPIC", "frontier_topic"),
+        description="Topic of URLs to fetch, keyed by host, so one partition owns a host's politeness.",
     )
     dead_letter_topic: str = Field(
-        "crawl.dead-letter", validation_alias=AliasChoices("CRAWL_DEAD_LETTER_TOPIC", "dead_letter_topic")
+        "crawl.dead-letter", validation_alias=AliasChoices("CRAWL_DEAD_LETTER_TOPIC", "dead_letter_topic"),
+        description="Topic of messages that could not be applied, each with the reason and its topic, "
+        "partition and offset (docs/limits.md).",
     )
     pages_topic: str = Field(
         "crawl.pages", validation_alias=AliasChoices("CRAWL_PAGES_TOPIC", "pages_topic"),
         description="Topic of page events: one message per landed page version, keyed by URL, "
-        "published after the landing commits (at least once).",
+        "published after the landing commits, at least once (docs/kafka.md).",
     )
     page_events: bool = Field(
         True, validation_alias=AliasChoices("CRAWL_PAGE_EVENTS", "page_events"),
-        description="Publish page events on CRAWL_PAGES_TOPIC (false: the topic stays empty).",
+        description="Publish page events on `CRAWL_PAGES_TOPIC`; `false` leaves the topic empty.",
     )
     control_topic: str = Field(
         "crawl.control", validation_alias=AliasChoices("CRAWL_CONTROL_TOPIC", "control_topic"),
         description="Topic of control commands (cancel, pause, resume a crawl), keyed by crawl id.",
     )
     topic_partitions: int = Field(
-        8, ge=1, validation_alias=AliasChoices("CRAWL_TOPIC_PARTITIONS", "topic_partitions")
+        8, ge=1, validation_alias=AliasChoices("CRAWL_TOPIC_PARTITIONS", "topic_partitions"),
+        description="Partitions of each topic the platform creates. One batch run reads a partition at a "
+        "time, so this bounds concurrent batch runs (see `CRAWL_BATCH_GROUPS`). `dagster.yaml` must limit "
+        "every frontier partition (run tag `crawl/frontier_p<N>`, limit 1): `up` refuses to start (one "
+        "line, exit 2) when it does not cover this many partitions or an existing frontier topic's count, "
+        "and the frontier sensor launches no batch while the topic has a partition the instance leaves "
+        "unlimited (its skip reason names them).",
     )
 
     def kafka_config(self) -> dict[str, str]:

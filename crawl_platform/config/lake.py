@@ -28,61 +28,72 @@ class LakeSettings(BaseSettings):
 
     lake_path: Path = Field(
         Path("data/lake"), validation_alias=AliasChoices("CRAWL_LAKE_PATH", "lake_path"),
-        description="Folder of the embedded lake: its SQLite catalog (catalog.sqlite) and its Parquet "
-        "data files (data/), unless CRAWL_LAKE_CATALOG or CRAWL_LAKE_DATA_PATH say otherwise.",
+        description="Folder of the embedded lake: its SQLite catalog `catalog.sqlite` and its Parquet "
+        "files `data/`, unless `CRAWL_LAKE_CATALOG` or `CRAWL_LAKE_DATA_PATH` say otherwise. A relative "
+        "path is taken from the working directory and made absolute (DuckLake keeps the data path a lake "
+        "was made with, and refuses it spelt otherwise); a lake whose stored data path is relative still "
+        "opens, from a folder whose absolute path ends with it.",
     )
     lake_catalog: str = Field(
         "", validation_alias=AliasChoices("CRAWL_LAKE_CATALOG", "lake_catalog"), repr=False,
-        description="The lake's catalog: empty for the embedded SQLite file under CRAWL_LAKE_PATH, "
-        "sqlite:PATH for another file, or postgres:DSN (e.g. postgres:dbname=crawl host=pg.internal "
-        "user=crawler) for a catalog every machine shares. A password in the DSN is shown as ***; "
-        "PGPASSWORD or a .pgpass file keep it out of the DSN.",
+        description="The lake's catalog: empty for the embedded SQLite file under `CRAWL_LAKE_PATH`, "
+        "`sqlite:PATH` for another file, or `postgres:DSN` (e.g. `postgres:dbname=crawl host=pg.internal "
+        "user=crawler`) for a catalog every machine shares (docs/deployment.md). A password in the DSN is "
+        "shown as `***`; `PGPASSWORD` or `~/.pgpass` keep it out of the DSN.",
     )
     lake_data_path: str = Field(
         "", validation_alias=AliasChoices("CRAWL_LAKE_DATA_PATH", "lake_data_path"),
-        description="Where the lake's Parquet files live: empty for CRAWL_LAKE_PATH/data, or a folder "
-        "every worker reaches (a shared mount; s3://bucket/prefix/ with the httpfs extension).",
+        description="Where the lake's Parquet files live: empty for `CRAWL_LAKE_PATH/data`, or a folder "
+        "every worker reaches (a shared mount; `s3://bucket/prefix/` in the production form of "
+        "docs/deployment.md).",
     )
     lake_write_timeout_s: float = Field(
         120.0, gt=0, validation_alias=AliasChoices("CRAWL_LAKE_WRITE_TIMEOUT", "lake_write_timeout_s"),
-        description="How long a writer waits for the lake's write lock (writers take turns; readers "
+        description="Seconds a writer waits for the lake's write lock (writers take turns; readers "
         "never wait).",
     )
     lake_memory_limit: Annotated[str, AfterValidator(_memory_size)] = Field(
         "1GB",
         validation_alias=AliasChoices("CRAWL_LAKE_MEMORY_LIMIT", "lake_memory_limit"),
-        description="DuckDB's memory limit in each process that opens the lake (e.g. 1GB, 512MB): its "
-        "cache of what it read stays under it, and a query needing more spills to a temporary folder.",
+        description="DuckDB's memory limit in each process that opens the lake (`1GB`, `512MB`, ...): what "
+        "a process keeps of the lake it read stays under it, and a query that needs more spills to a folder "
+        "of the process's own under the system's temporary folder. DuckDB's own default, 80 % of the "
+        "machine's memory, lets every run process keep what it read; a smaller limit than 1GB slows a "
+        "large crawl (docs/benchmarks.md).",
     )
     lake_threads: int = Field(
         1, ge=0, le=256, validation_alias=AliasChoices("CRAWL_LAKE_THREADS", "lake_threads"),
-        description="DuckDB threads in each process of the crawl that opens the lake (batch runs, "
-        "sensors, the CLI). The crawl's statements are small, and on them more threads cost more CPU "
-        "than they save; 0: one per core. `crawl-platform sql` always uses one per core.",
+        description="DuckDB threads in each process of the crawl that opens the lake: batch runs, "
+        "sensors, the CLI (whose `crawl` and `status` always use one). The crawl's statements are small, "
+        "and on them more threads cost more CPU than they save (docs/benchmarks.md). `0`: one per core, "
+        "for a big machine whose runs scan a big lake. `crawl-platform sql` always uses one per core.",
     )
     lake_retention_days: int = Field(
         7, ge=0, validation_alias=AliasChoices("CRAWL_LAKE_RETENTION_DAYS", "lake_retention_days"),
-        description="Days of lake snapshots lake maintenance keeps for time travel; older snapshots are "
-        "expired and the files only they referenced are removed.",
+        description="Days of snapshots `lake_maintenance` keeps for time travel (`AT (VERSION => n)`). "
+        "Older snapshots are expired and the files only they referenced are removed; the cutoff is rounded "
+        "back to a UTC midnight, so up to a day more is kept.",
     )
     lake_backup_path: str = Field(
         "", validation_alias=AliasChoices("CRAWL_LAKE_BACKUP_PATH", "lake_backup_path"),
-        description="Folder lake_backup_job writes backups into (one folder per backup, "
-        "<snapshot>-<UTC time>); empty for backups/ next to CRAWL_LAKE_PATH.",
+        description="Folder `lake_backup_job` writes backups into, one `<snapshot>-<UTC time>` folder each; "
+        "empty for `backups/` beside `CRAWL_LAKE_PATH`.",
     )
     archive_path: str = Field(
         "", validation_alias=AliasChoices("CRAWL_ARCHIVE_PATH", "archive_path"),
-        description="Folder of the raw archive, the gzip WARC files the fetch steps write (pages.warc_file "
-        "is relative to it); empty for archive/ in CRAWL_LAKE_PATH. A local or mounted folder every "
-        "worker reaches (object storage is not supported).",
+        description="Folder of the raw archive, the gzip WARC files the fetch steps write (`pages.warc_file` "
+        "is relative to it); empty for `archive/` in `CRAWL_LAKE_PATH`. A local or mounted folder every "
+        "worker reaches: object storage (`s3://`) is not supported for the archive.",
     )
     archive_responses: bool = Field(
         True, validation_alias=AliasChoices("CRAWL_ARCHIVE", "archive_responses"),
-        description="Write every fetched response to the raw archive (false: pages get NULL warc_* "
-        "columns, and `show`, `export --format warc` and re-parsing have nothing to read).",
+        description="Write every fetched response to the raw archive. `false`: `pages.warc_*` stay NULL, "
+        "and `show`, `export --format warc` and re-extraction have nothing to read.",
     )
     dagster_home: Path = Field(
-        Path("data/dagster_home"), validation_alias=AliasChoices("DAGSTER_HOME", "dagster_home")
+        Path("data/dagster_home"), validation_alias=AliasChoices("DAGSTER_HOME", "dagster_home"),
+        description="Dagster instance directory. `crawl-platform up` writes a `dagster.yaml` there if there "
+        "is none, and its logs go to `crawl-platform-logs/` in it.",
     )
 
     def lake_backups_root(self) -> Path:

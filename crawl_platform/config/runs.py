@@ -19,44 +19,57 @@ class RunSettings(BaseSettings):
 
     batch_size: int = Field(
         0, ge=0, validation_alias=AliasChoices("CRAWL_BATCH_SIZE", "batch_size"),
-        description="Most frontier messages a run takes from each of its partitions; a run takes what "
-        "is waiting up to this, so batches are small when the backlog is and grow with it. 0: "
-        "CRAWL_BATCH_SECONDS worth of requests at CRAWL_HOST_DELAY_MS to each host a partition holds "
-        "(the hosts with queued URLs over the partitions), between 100 and 5000.",
+        description="Most frontier messages a run takes from each of its partitions. A run takes what is "
+        "waiting up to this, so batches are small when the backlog is small and grow with it. `0` (auto): "
+        "as many requests as one host serves in `CRAWL_BATCH_SECONDS` at `CRAWL_HOST_DELAY_MS` (at least "
+        "10 ms each), times the hosts a partition holds (hosts with queued URLs over "
+        "`CRAWL_TOPIC_PARTITIONS`, at least one: a partition's hosts are fetched side by side), kept between "
+        "100 and 5,000: e.g. 480 for one host at the default 250 ms, 5,000 for 500 hosts over 8 partitions, "
+        "and 5,000 with no delay.",
     )
     batch_seconds: float = Field(
         120.0, gt=0, validation_alias=AliasChoices("CRAWL_BATCH_SECONDS", "batch_seconds"),
-        description="Target fetch time of one run when CRAWL_BATCH_SIZE is 0 (auto).",
+        description="Target fetch time of one batch run when `CRAWL_BATCH_SIZE` is 0 (auto).",
     )
     batch_groups: int = Field(
         4, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_GROUPS", "batch_groups"),
-        description="Frontier partitions are split into this many groups (partition % groups); a run "
-        "covers one group, so this many batch runs fetch side by side, each over several partitions' hosts.",
+        description="Frontier partitions form this many groups (partition mod groups), and a batch run "
+        "covers one group's partitions. Up to this many batch runs fetch side by side, each over the hosts "
+        "of several partitions, and two runs never share a partition, so never a host.",
     )
     run_continue_s: float = Field(
         60.0, ge=0, le=3600, validation_alias=AliasChoices("CRAWL_RUN_CONTINUE_S", "run_continue_s"),
-        description="A batch run goes on to its partitions' next link level by itself, in its own process, "
-        "for up to this many seconds, instead of a sensor pass and a run start per level; 0: one batch "
-        "per run. Not on the Celery executor, where a run's fetch fans out over workers.",
+        description="A batch run the frontier sensor started goes on to its partitions' next link levels by "
+        "itself, for up to this many seconds: it reads what arrived on its partitions after its batch (mostly "
+        "its own new links), fetches, lands and expands it in its frontier step, and so on until they hold "
+        "nothing new. Each level is a partition of its own, materialised by that run with the same "
+        "metadata, so it can be materialised again like any other. A link level then costs no sensor pass "
+        "and no run start. While such a run is queued or running, the sensor cuts nothing from its "
+        "partitions, and it moves its cursor past the levels they landed (`batch_ranges` in the lake). `0`: "
+        "one batch per run, the sensor queuing runs ahead. Off on Celery, where a run's fetch fans out over "
+        "workers; at most half of `CRAWL_RUN_TIMEOUT`.",
     )
     batch_max_bytes: int = Field(
         256 * 1024 * 1024, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_MAX_BYTES", "batch_max_bytes"),
-        description="Most bytes of bodies one batch holds in memory: once its fetch has read this much it "
-        "starts no new request, and the URLs it did not fetch are published again for a later batch "
-        "(batch_items.outcome 'postponed'). A batch's fetch steps share it.",
+        description="Most bytes of bodies one batch holds in memory (256 MiB). Once its fetch has read this "
+        "much it starts no new request (those in flight finish, each within `CRAWL_MAX_BODY_BYTES`), and "
+        "the URLs it did not reach land as `postponed` items and are published again for a later batch: "
+        "nothing is lost, and a batch of huge pages cannot take a run's memory. A batch's fetch steps "
+        "share it.",
     )
     fetch_shards: int = Field(
         0, ge=0, validation_alias=AliasChoices("CRAWL_FETCH_SHARDS", "fetch_shards"),
-        description="Fetch steps a batch run fans out into, each over whole hosts. 0: 1 on the in-process "
+        description="Fetch steps a batch run fans out into, each over whole hosts. `0`: 1 on the in-process "
         "executor (its hosts are fetched in parallel threads anyway), 4 on Celery.",
     )
     handoff_dir: Path = Field(
         Path("data/handoff"), validation_alias=AliasChoices("CRAWL_HANDOFF_DIR", "handoff_dir"),
-        description="Where a run's steps hand fetched pages to its landing step (pickles, removed once "
-        "the batch landed). Shared storage when Celery workers run on other machines.",
+        description="Where a run's fetch steps hand their pages to its landing step (pickles, removed once "
+        "the batch has landed). Use shared storage when Celery workers run on other machines.",
     )
     max_runs_per_tick: int = Field(
-        16, ge=1, validation_alias=AliasChoices("CRAWL_MAX_RUNS_PER_TICK", "max_runs_per_tick")
+        16, ge=1, validation_alias=AliasChoices("CRAWL_MAX_RUNS_PER_TICK", "max_runs_per_tick"),
+        description="Most batch runs one frontier-sensor tick requests.",
     )
     max_queued_runs: int = Field(
         32, ge=1, validation_alias=AliasChoices("CRAWL_MAX_QUEUED_RUNS", "max_queued_runs"),
@@ -64,33 +77,40 @@ class RunSettings(BaseSettings):
     )
     sensor_loop_s: float = Field(
         1.0, ge=0.2, le=30, validation_alias=AliasChoices("CRAWL_SENSOR_LOOP_S", "sensor_loop_s"),
-        description="Seconds between the Dagster daemon's passes over the sensors (Dagster's own is 5 s); "
-        "each sensor still waits its minimum interval. Read by crawl_platform_dagster.daemon at start.",
+        description="Seconds between the Dagster daemon's passes over the sensors. Dagster's own daemon "
+        "waits 5 s, which puts up to 5 s before a submitted crawl is registered and again before its first "
+        "batch starts; the seeds and frontier sensors ask for a pass every second, and each sensor still "
+        "waits its minimum interval. Read when the daemon starts (`python -m crawl_platform_dagster.daemon`, "
+        "which `up` runs).",
     )
 
     # --- Execution (scale-out profile) ---------------------------------------------------------
     executor: Literal["in_process", "celery"] = Field(
         "in_process", validation_alias=AliasChoices("CRAWL_EXECUTOR", "executor"),
-        description="Where batch runs execute their steps: in the run's process, or on Celery workers.",
+        description="`in_process`: a batch run's steps run in its own process. `celery`: they run on Celery "
+        "workers (`crawl-platform worker`, docs/deployment.md). The frontier sensor reads it on every tick.",
     )
     run_timeout_s: int = Field(
         900, ge=10, validation_alias=AliasChoices("CRAWL_RUN_TIMEOUT", "run_timeout_s"),
-        description="A batch run still going after this many seconds is failed by run monitoring (its "
-        "worker died) and retried by run retries; its batch lands once.",
+        description="A batch run still going after this many seconds is failed by run monitoring, because "
+        "its worker died, and then retried by run retries. Its batch still lands once.",
     )
     celery_broker: str = Field(
         "pyamqp://guest:guest@127.0.0.1:5672//",
         validation_alias=AliasChoices("CRAWL_CELERY_BROKER", "celery_broker"), repr=False,
-        description="Celery broker URL (RabbitMQ pyamqp://… or Redis redis://…). Its password is a secret: "
-        "a batch run's config names this variable, and the run and the workers read it from their environment.",
+        description="Celery broker: RabbitMQ (`pyamqp://...`) or Redis (`redis://...`). Its password is a "
+        "secret: a batch run's config names this variable, and the run and the workers read it from their "
+        "environment.",
     )
     celery_queue: str = Field(
         "crawl-platform", validation_alias=AliasChoices("CRAWL_CELERY_QUEUE", "celery_queue"),
-        description="Celery queue of this deployment's batch steps; its workers consume only this queue.",
+        description="Celery queue of this deployment's batch steps. Its workers consume only this queue, so "
+        "deployments sharing a broker stay apart.",
     )
     celery_backend: str = Field(
         "rpc://", validation_alias=AliasChoices("CRAWL_CELERY_BACKEND", "celery_backend"), repr=False,
-        description="Celery result backend (rpc:// with RabbitMQ, or redis://…); a secret like the broker URL.",
+        description="Celery result backend: `rpc://` with RabbitMQ, `redis://...` with Redis; a secret like "
+        "the broker URL.",
     )
 
     def continue_seconds(self) -> float:

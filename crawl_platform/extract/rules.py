@@ -143,7 +143,7 @@ def _shorthand(value: Any) -> Any:
 
 
 class ExtractionRules(BaseModel):
-    """A crawl's extraction schema (see the README for the format)."""
+    """A crawl's extraction schema (the format: docs/extraction.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -2,7 +2,7 @@
 
 The session is a DuckDB connection of its own, not the store's shared instance: the lake is
 attached under the name ``lake`` and selected with ``USE lake``, so ``SELECT * FROM pages`` and
-``lake.table_changes(...)`` work as the README shows, and what a user creates stays in the session.
+``lake.table_changes(...)`` work as docs/operations.md shows, and what a user creates stays in the session.
 Unless asked to write, the session is read-only, and not just the lake's tables: it reads no file
 but the lake's, opens no other database and loads no extension, and each statement is checked
 before it runs (:mod:`crawl_platform.store.lockdown`); a refused one is one line saying why.

@@ -16,7 +16,7 @@ from pathlib import Path
 from crawl_platform.config import Settings
 from crawl_platform.redaction import passwords, redact_passwords, scrub
 
-LAKE = "lake"  # the name a client attaches the lake under (README, `crawl-platform sql`)
+LAKE = "lake"  # the name a client attaches the lake under (docs/operations.md, `crawl-platform sql`)
 
 
 _STORED_DATA_PATH = re.compile(r'does not match existing data path in the catalog "([^"]*)"')

@@ -1,6 +1,6 @@
--- The crawl store's tables in the DuckLake lake. Table and column names listed in the README are a
--- contract. DuckLake enforces NOT NULL but no PRIMARY KEY or UNIQUE: the key of each table is noted
--- and kept by the code that writes it, under the lake's write lock (see the README).
+-- The crawl store's tables in the DuckLake lake. Table and column names listed in docs/tables.md are
+-- a contract. DuckLake enforces NOT NULL but no PRIMARY KEY or UNIQUE: the key of each table is noted
+-- and kept by the code that writes it, under the lake's write lock (docs/tables.md).
 CREATE TABLE IF NOT EXISTS crawls (
     crawl_id      VARCHAR NOT NULL,      -- key
     seeds         VARCHAR[] NOT NULL,
@@ -117,7 +117,7 @@ CREATE TABLE IF NOT EXISTS crawl_schedules (
     active         BOOLEAN NOT NULL,     -- false after `schedule --off`
     updated_at     TIMESTAMP NOT NULL
 );
--- Adaptive revisits: per crawl family and URL, how often it is fetched again (see the README).
+-- Adaptive revisits: per crawl family and URL, how often it is fetched again (docs/recurring.md).
 CREATE TABLE IF NOT EXISTS revisits (
     crawl_id         VARCHAR NOT NULL,   -- the family's base id
     url              VARCHAR NOT NULL,   -- key: (crawl_id, url)

@@ -1,5 +1,5 @@
 """An analyst's notebook on the lake while a crawl writes it, as its own process: a plain DuckDB
-that attaches the lake with the README's two lines (read-only) and keeps it attached, reading in
+that attaches the lake with the two lines of docs/operations.md (read-only) and keeps it attached, reading in
 long transactions, until told to stop. It writes what it saw as JSON for the test to check.
 
 Usage: python -m tests.e2e.lake_reader CATALOG_PATH DATA_PATH STOP_FILE OUT_FILE
@@ -20,7 +20,7 @@ ATTACH_WAIT_S = 120.0  # the crawl creates the lake: wait for it to exist
 
 
 def attach(catalog: Path, data_path: str, stop: Path) -> tuple[duckdb.DuckDBPyConnection, int]:
-    """The README's two lines, retried until the crawl has created the lake; returns the
+    """The two lines of docs/operations.md, retried until the crawl has created the lake; returns the
     connection and how many attempts it took."""
     deadline = time.monotonic() + ATTACH_WAIT_S
     attempts = 0

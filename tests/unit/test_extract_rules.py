@@ -150,11 +150,11 @@ def test_rules_round_trip_through_their_stored_json_with_the_same_digest(tmp_pat
         load_rules(tmp_path / "nope.yaml")
 
 
-def test_the_readme_example_rules_are_valid_and_extract_a_docs_page():
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Extraction rules and records"):]
-    example = section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n")]
-    rules = parse_rules(example, "README")
+def test_the_documented_example_rules_are_valid_and_extract_a_docs_page():
+    page = (Path(__file__).parents[2] / "docs" / "extraction.md").read_text()
+    example = page[page.index("```yaml\n") + len("```yaml\n"):]
+    example = example[:example.index("```\n")]
+    rules = parse_rules(example, "docs/extraction.md")
     assert list(rules.fields) == ["title", "headings", "next", "patch", "updated", "shorthand"]
     (record,) = Extractor(rules).extract(_page("library/json.html")).records
     assert record.values["title"] == "json — JSON encoder and decoder"
