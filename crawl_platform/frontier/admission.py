@@ -22,7 +22,7 @@ import duckdb
 from crawl_platform.bus.messages import CrawlRequest, FrontierURL
 from crawl_platform.frontier.schedules import base_id, record_schedule
 from crawl_platform.frontier.state_store import URLStateStore, utc_now
-from crawl_platform.frontier.states import BatchOutcome, CrawlState, sql_list, sql_literal
+from crawl_platform.states import BatchOutcome, CrawlState, sql_list, sql_literal
 from crawl_platform.store.bind import bound_rows
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.revisits import drop_not_due, pass_candidates

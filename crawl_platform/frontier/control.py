@@ -1,7 +1,7 @@
 """Crawl control: cancel, pause and resume a whole crawl, applied to the store (and the bus on resume).
 
 A :class:`~crawl_platform.bus.messages.CrawlControl` command moves the crawl's ``crawls.state``
-along :data:`~.states.CRAWL_TRANSITIONS` and its frontier rows with it, in one write transaction:
+along :data:`~crawl_platform.states.CRAWL_TRANSITIONS` and its frontier rows with it, in one write transaction:
 pause keeps every pending row as ``paused``; cancel ends every unfinished row ``cancelled``;
 resume makes the paused rows ``discovered`` again and, after the commit, publishes them (the
 broker's acks make them ``queued``; unconfirmed ones are published again like any stale
@@ -25,7 +25,7 @@ import duckdb
 from crawl_platform.bus.messages import MAX_CLOCK_SKEW_S, ControlAction, CrawlControl
 from crawl_platform.frontier.publisher import FrontierPublisher
 from crawl_platform.frontier.state_store import URLStateStore
-from crawl_platform.frontier.states import PENDING_STATES, CrawlState, URLState
+from crawl_platform.states import PENDING_STATES, CrawlState, URLState
 from crawl_platform.store.database import CrawlStore
 
 TARGETS: dict[ControlAction, CrawlState] = {

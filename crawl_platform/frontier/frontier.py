@@ -2,7 +2,7 @@
 
 DuckDB's ``frontier`` table is the record; the bus's frontier topic only carries work. A URL is
 inserted as ``discovered``, becomes ``queued`` once the broker acknowledged it, and ends as
-``fetched``, ``failed`` or ``disallowed`` when its batch is expanded (:mod:`.states`). Anything
+``fetched``, ``failed`` or ``disallowed`` when its batch is expanded (:mod:`crawl_platform.states`). Anything
 left ``discovered`` (the broker lost or refused it) is published again on a later pass, so a
 broker that forgets everything costs time, never URLs. :class:`Frontier` composes the four parts
 that do the work, one job each: :mod:`.state_store` (writes to the table), :mod:`.admission`

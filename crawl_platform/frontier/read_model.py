@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.state_store import utc_now
-from crawl_platform.frontier.states import PENDING_STATES, CrawlState, URLState, sql_list, sql_literal
+from crawl_platform.states import PENDING_STATES, CrawlState, URLState, sql_list, sql_literal
 from crawl_platform.store.bind import bound_rows
 from crawl_platform.store.database import CrawlStore
 

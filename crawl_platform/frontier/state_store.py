@@ -1,4 +1,4 @@
-"""The URL state store: every write to the ``frontier`` table, each a transition :mod:`.states` allows.
+"""The URL state store: every write to the ``frontier`` table, each a transition :mod:`crawl_platform.states` allows.
 
 It inserts admitted URLs as ``discovered``, marks the ones the broker acknowledged ``queued``, and
 closes a landed batch's items in their outcomes; it moves a paused, resumed or cancelled
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import duckdb
 
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.frontier.states import (
+from crawl_platform.states import (
     CLOSED_STATES,
     NOT_CLOSING,
     BatchOutcome,

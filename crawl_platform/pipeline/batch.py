@@ -30,12 +30,12 @@ from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import HostRecord, origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
-from crawl_platform.frontier.states import CrawlState
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
+from crawl_platform.states import CrawlState
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
 from crawl_platform.store.landing import LandedBatch, land_batch, latest_versions

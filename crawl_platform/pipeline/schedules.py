@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 
 from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.frontier.schedules import Schedule, base_id
-from crawl_platform.frontier.states import PENDING_STATES, sql_list
 from crawl_platform.pipeline.recrawl import latest_passes, pass_request
+from crawl_platform.states import PENDING_STATES, sql_list
 from crawl_platform.store.database import CrawlStore
 
 LATE_FACTOR = 1.5  # a family whose last completed pass is older than this many periods is late

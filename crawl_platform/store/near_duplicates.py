@@ -27,8 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from crawl_platform.frontier.states import URLState
 from crawl_platform.parse.simhash import BITS, hamming
+from crawl_platform.states import URLState
 from crawl_platform.store.database import CrawlStore
 
 DEFAULT_MAX_DISTANCE = 3

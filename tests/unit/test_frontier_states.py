@@ -1,4 +1,4 @@
-"""URL states and batch outcomes (crawl_platform.frontier.states): the transition table, and that the
+"""URL states and batch outcomes (crawl_platform.states): the transition table, and that the
 enums hold exactly the values the schema stores."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_platform.frontier.states import (
+from crawl_platform.states import (
     CLOSED_STATES,
     PENDING_STATES,
     BatchOutcome,
