@@ -27,7 +27,7 @@ from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.bus.publishing import publish_dead_letters, publish_frontier
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
-from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
@@ -37,7 +37,7 @@ from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublis
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
 from crawl_platform.states import CrawlState
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.hosts import load_hosts
+from crawl_platform.store.hosts import HostRecord, load_hosts
 from crawl_platform.store.landing import LandedBatch, land_batch, latest_versions
 from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize

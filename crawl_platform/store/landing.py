@@ -24,11 +24,10 @@ from crawl_platform.archive.writer import RecordPointer
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchResult
-from crawl_platform.fetch.politeness import HostRecord
 from crawl_platform.parse.html import ParsedPage
 from crawl_platform.states import BatchOutcome
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.hosts import save_hosts
+from crawl_platform.store.hosts import HostRecord, save_hosts
 from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy, update_revisits
 
 
