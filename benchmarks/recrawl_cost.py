@@ -37,9 +37,9 @@ from docs_site import serve_docs
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest
+from crawl_platform.pipeline.landing import land_batch, latest_versions
 from crawl_platform.pipeline.shard import ShardFetcher
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import land_batch, latest_versions
 from crawl_platform.store.location import LakeLocation
 
 

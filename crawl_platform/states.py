@@ -10,7 +10,7 @@ fetch it (a duplicate delivery), which leaves its frontier row alone, or ``postp
 batch's byte budget ran out before its turn: its row goes back to ``discovered`` and is published
 again, for a later batch. The values are the stored
 column values the README documents. Neighbours: :mod:`crawl_platform.frontier.state_store`
-applies these transitions in SQL, :mod:`crawl_platform.store.landing` picks each item's outcome,
+applies these transitions in SQL, :mod:`crawl_platform.pipeline.landing` picks each item's outcome,
 and the other frontier modules render their state filters from here with :func:`sql_list`.
 """
 

@@ -6,7 +6,7 @@ and ``max_depth`` admit it, it is new to the crawl, the crawl is not cancelled, 
 ``paused``); shallower URLs go first, so a cap cuts the deepest ones.
 Candidates are a new crawl's seeds, the links of a landed batch (whose items the same
 transaction closes, so a crawl never looks finished while its links are being admitted), or
-URLs found elsewhere (sitemaps). Neighbours: :mod:`crawl_platform.store.landing` writes the
+URLs found elsewhere (sitemaps). Neighbours: :mod:`crawl_platform.pipeline.landing` writes the
 links read here, :mod:`.state_store` inserts the admitted rows, and :mod:`.publisher` puts
 them on the bus after the transaction committed.
 """

@@ -8,7 +8,7 @@ broker that forgets everything costs time, never URLs. :class:`Frontier` compose
 that do the work, one job each: :mod:`.state_store` (writes to the table), :mod:`.admission`
 (which URLs enter, one transaction per pass), :mod:`.publisher` (the bus, after commit) and
 :mod:`.read_model` (status and the read-only questions; a read-only caller uses it alone, with
-no bus). Neighbours: :mod:`crawl_platform.store.landing` writes what :meth:`Frontier.expand`
+no bus). Neighbours: :mod:`crawl_platform.pipeline.landing` writes what :meth:`Frontier.expand`
 reads; :mod:`crawl_platform.bus.kafka` carries what it publishes.
 """
 

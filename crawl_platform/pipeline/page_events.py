@@ -8,7 +8,7 @@ the run died between its landing and its events) is published again: by the step
 once the crawl loop is idle (the frontier sensor, :class:`crawl_platform.pipeline.loop.CrawlLoop`),
 by a sweep of the last day's unrecorded batches; the sweep reads ``pages``, so it stays off the
 batches' path. Delivery is therefore at least once,
-in order per URL; ``(url, version)`` identifies an event. Neighbours: :mod:`crawl_platform.store.landing`
+in order per URL; ``(url, version)`` identifies an event. Neighbours: :mod:`crawl_platform.pipeline.landing`
 writes the rows, :mod:`crawl_platform.bus.publishing` puts the messages on the bus.
 """
 

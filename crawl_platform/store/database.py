@@ -10,7 +10,7 @@ write transaction is one DuckLake snapshot, whose id :meth:`CrawlStore.write` re
 
 The DuckLake and catalog extensions come from their PyPI wheels (:mod:`crawl_platform.store.extensions`),
 never from the network. A process keeps one attached DuckDB instance per lake and gives each call
-its own cursor. The SQL of the crawl itself lives in :mod:`crawl_platform.store.landing`,
+its own cursor. The SQL of the crawl itself lives in :mod:`crawl_platform.store.pages`,
 :mod:`crawl_platform.store.hosts` and :mod:`crawl_platform.frontier`.
 """
 

@@ -22,10 +22,10 @@ from crawl_platform.fetch.transport import Exchange
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.parse.html import parse_html
 from crawl_platform.pipeline.batch import expand_batch
+from crawl_platform.pipeline.landing import LandedBatch, land_batch
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import HostRecord
-from crawl_platform.store.landing import LandedBatch, land_batch
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.markdown import land_markdown
 from crawl_platform.store.near_duplicates import find_near_duplicates
