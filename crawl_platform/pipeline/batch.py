@@ -33,12 +33,13 @@ from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParseWorkers
-from crawl_platform.pipeline.landing import LandedBatch, land_batch, latest_versions
+from crawl_platform.pipeline.landing import LandedBatch, land_batch
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
 from crawl_platform.states import CrawlState
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import HostRecord, load_hosts
+from crawl_platform.store.pages import latest_versions
 from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
 
