@@ -7,7 +7,7 @@ functions run on the connection of the caller's read or write.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -35,3 +35,27 @@ def record_ranges(con: duckdb.DuckDBPyConnection, batch_id: str, epoch: int, par
            SELECT ?, ?, unnest(?::INTEGER[]), unnest(?::BIGINT[]), unnest(?::BIGINT[])""",
         [batch_id, epoch, list(partitions), list(starts), list(ends)],
     )
+
+
+def has_landed(con: duckdb.DuckDBPyConnection, batch_id: str) -> bool:
+    """True once the batch's landing transaction committed (its items are recorded)."""
+    return bool(con.execute("SELECT count(*) FROM batch_items WHERE batch_id = ?", [batch_id]).fetchone()[0])  # type: ignore[index]
+
+
+def crawls_of(con: duckdb.DuckDBPyConnection, batch_ids: Sequence[str]) -> list[str]:
+    """The crawl ids with items in the landed batches ``batch_ids``."""
+    rows = con.execute("SELECT DISTINCT crawl_id FROM batch_items WHERE list_contains(?, batch_id)",
+                       [sorted(batch_ids)]).fetchall()
+    return [r[0] for r in rows]
+
+
+def landed_ends(con: duckdb.DuckDBPyConnection, epoch: int,
+                partitions: Collection[int] | None = None) -> list[tuple[int, int]]:
+    """``(partition, end)``: the end of the last offset range a batch of ``epoch`` landed in each
+    frontier partition (of ``partitions`` only, if given)."""
+    sql = 'SELECT "partition", max(end_offset) FROM batch_ranges WHERE epoch = ?'
+    params: list[object] = [epoch]
+    if partitions is not None:
+        sql += ' AND list_contains(?, "partition")'
+        params.append(sorted(partitions))
+    return con.execute(sql + ' GROUP BY "partition"', params).fetchall()

@@ -17,8 +17,8 @@ from crawl_platform.states import (
     URLState,
     check_transition,
     sources_of,
-    sql_list,
 )
+from crawl_platform.store.frontier import sql_list
 
 SCHEMA = Path(__file__).resolve().parents[2] / "crawl_platform" / "store" / "schema.sql"
 
