@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from crawl_platform.archive.reader import archived_responses
+from crawl_platform.dedup.near_duplicates import UnknownCrawlError
 from crawl_platform.parse.markdown import extract_markdown
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.near_duplicates import UnknownCrawlError
 
 _PENDING = """SELECT d.url, d.version, p.warc_file IS NOT NULL FROM documents d JOIN pages p USING (url, version)
               WHERE p.crawl_id = ? AND NOT EXISTS (
