@@ -1,7 +1,7 @@
 """A stored page as Markdown with its published date: trafilatura and htmldate, off the crawl path.
 
 trafilatura costs about 8 ms a page, more than the crawl's whole CPU per page, so this runs in
-the ``documents_markdown`` asset (:mod:`crawl_platform.store.markdown`), which reads the bodies
+the ``documents_markdown`` asset (:mod:`crawl_platform.markdown.documents`), which reads the bodies
 from the raw archive (:mod:`crawl_platform.archive.reader`), never from the network. The body is
 decoded once (:mod:`crawl_platform.parse.encoding`, as the crawl's parser does); trafilatura
 extracts the main content as Markdown (headings, lists, tables, code), and htmldate finds the
