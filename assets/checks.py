@@ -3,10 +3,10 @@
 ``pages_quality`` and ``documents_quality`` target the ``pages`` and ``documents`` outputs of the
 partitioned crawl multi-asset (``assets/crawl_batch.py``). Each reads only the rows of the batch
 being checked from DuckDB through the store resource (``resources/store.py``, key
-``crawl_store``), hands them to ``crawl_platform.store.quality`` and reports the outcome as an
+``crawl_store``), hands them to ``crawl_platform.quality.suites`` and reports the outcome as an
 ``AssetCheckResult``. This module stays thin: the rules, Great Expectations and which rows belong to a
 batch (``pages_query``, ``documents_query``) live in
-``crawl_platform.store.quality``, which imports GX lazily so loading these definitions stays fast.
+``crawl_platform.quality.suites``, which imports GX lazily so loading these definitions stays fast.
 """
 
 # No `from __future__ import annotations`: Dagster compares the `context` annotation of a check
@@ -25,7 +25,7 @@ from dagster import (
     asset_check,
 )
 
-from crawl_platform.store.quality import (
+from crawl_platform.quality.suites import (
     Query,
     SuiteResult,
     documents_query,

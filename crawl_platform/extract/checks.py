@@ -6,7 +6,7 @@ Two suites per crawl: ``null_rate`` holds each required field NULL in at most
 most ``checks.max_type_error_rate`` of them (a ``type:`` note, ``expect_column_values_to_be_null``
 on it). A crawl whose pages gave no record at all fails ``null_rate``. The rows come from
 ``records`` for the crawl's current rules; the rules and Great Expectations (imported lazily, by
-:mod:`crawl_platform.store.quality`) are run here, and the Dagster asset checks in
+:mod:`crawl_platform.quality.suites`) are run here, and the Dagster asset checks in
 ``assets/records.py`` only report :class:`RecordsCheck`.
 """
 
@@ -17,8 +17,8 @@ from typing import Literal
 
 from crawl_platform.extract.records import stored_rules
 from crawl_platform.extract.rules import ExtractionRules
+from crawl_platform.quality.suites import Rule, SuiteResult, validate_frame
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.quality import Rule, SuiteResult, validate_frame
 
 CheckKind = Literal["null_rate", "type_errors"]
 TYPED = frozenset({"int", "float", "bool", "date"})  # the types a value can fail

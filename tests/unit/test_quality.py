@@ -1,4 +1,4 @@
-"""Tests of the Great Expectations suites in crawl_platform.store.quality.
+"""Tests of the Great Expectations suites in crawl_platform.quality.suites.
 
 Each rule of the pages and documents suites is broken on its own in an otherwise good frame, and
 the test asserts that exactly that rule fails with the expected unexpected_count. The Dagster
@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.store.quality import (
+from crawl_platform.quality.suites import (
     DOCUMENTS_RULES,
     PAGES_RULES,
     SuiteResult,
@@ -207,7 +207,7 @@ def test_empty_frame_passes(frame: pd.DataFrame, validate: Callable[[pd.DataFram
 
 def test_import_does_not_load_great_expectations() -> None:
     # GX costs seconds to import; loading the Dagster definitions must not pay for it.
-    code = "import sys, crawl_platform.store.quality; assert 'great_expectations' not in sys.modules"
+    code = "import sys, crawl_platform.quality.suites; assert 'great_expectations' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
 
 
