@@ -21,9 +21,9 @@ from crawl_platform.quality.suites import (
     DOCUMENTS_RULES,
     PAGES_RULES,
     SuiteResult,
-    documents_query,
     nullness_only,
-    pages_query,
+    read_documents,
+    read_pages,
     rule_columns,
     validate_documents,
     validate_pages,
@@ -220,11 +220,10 @@ def test_the_checks_read_only_the_columns_their_rules_look_at(store) -> None:
     # Of these, the checks only ask whether they are null: they read TRUE or NULL, not the texts.
     assert nullness_only(PAGES_RULES) == {"error", "fetched_at", "batch_id"}
     assert nullness_only(DOCUMENTS_RULES) == {"text"}
-    for query, rules in ((pages_query, PAGES_RULES), (documents_query, DOCUMENTS_RULES)):
+    for read, rules in ((read_pages, PAGES_RULES), (read_documents, DOCUMENTS_RULES)):
         for batches in (None, ["batch-1"]):
-            sql, params = query(batches)
-            with store.read() as con:  # a real lake: the SQL runs as the checks' resource runs it
-                frame = con.execute(sql, params or []).df()
+            with store.read() as con:  # a real lake, read as the checks' resource reads it
+                frame = read(con, batches)
             assert list(frame.columns) == rule_columns(rules)
             assert sorted(frame["url"]) == urls
             assert all(set(frame[column].dropna()) <= {True} for column in nullness_only(rules))
