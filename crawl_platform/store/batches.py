@@ -8,9 +8,12 @@ functions run on the connection of the caller's read or write.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
+
+if TYPE_CHECKING:  # the lean commands (crawl, status) read the store without importing pyarrow
+    import pyarrow as pa
 
 
 def record_items(con: duckdb.DuckDBPyConnection, batch_id: str, items: pa.Table) -> None:

@@ -8,8 +8,12 @@ connection of the caller's read or write.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import duckdb
-import pyarrow as pa
+
+if TYPE_CHECKING:  # the lean commands (crawl, status) read the store without importing pyarrow
+    import pyarrow as pa
 
 _PENDING = """SELECT d.url, d.version, p.warc_file IS NOT NULL FROM documents d JOIN pages p USING (url, version)
               WHERE p.crawl_id = ? AND NOT EXISTS (

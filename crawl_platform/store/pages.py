@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
+
+if TYPE_CHECKING:  # the lean commands (crawl, status) read the store without importing pyarrow
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ def latest_versions(con: duckdb.DuckDBPyConnection, urls: Sequence[str]) -> dict
     200: a 304 to a conditional request would keep an error as the page's latest version."""
     if not urls:
         return {}
+    import pyarrow as pa  # noqa: PLC0415 - see TYPE_CHECKING above
+
     con.register("wanted_urls", pa.table({"url": list(urls)}))
     rows = con.execute(
         """SELECT url, content_hash, etag, last_modified, status FROM pages WHERE url IN (SELECT url FROM wanted_urls)
@@ -98,3 +103,39 @@ def land_versions(con: duckdb.DuckDBPyConnection, batch_id: str, pages: pa.Table
            SELECT k.url, n.version, k.dst_url, k.anchor_text FROM inc_links k JOIN new_versions n USING (url)"""
     ).fetchone()
     return LandedVersions(new_versions, int(n_docs[0]) if n_docs else 0, int(n_links[0]) if n_links else 0)
+
+
+def archived_versions(con: duckdb.DuckDBPyConnection, crawl_id: str, urls: Sequence[str] | None,
+                      latest_only: bool) -> list[tuple[Any, ...]]:
+    """The crawl's page versions with a response and an archive record (of ``urls`` only, if
+    given; each URL's latest only, with ``latest_only``), by WARC file and offset: ``(url,
+    version, crawl_id, final_url, status, content_type, fetched_at, warc_file, warc_offset,
+    warc_length)``, the final URL the URL itself when there was no redirect."""
+    sql = """SELECT url, version, crawl_id, coalesce(final_url, url), status, content_type, fetched_at,
+                    warc_file, warc_offset, warc_length
+             FROM pages WHERE crawl_id = ? AND status IS NOT NULL AND warc_file IS NOT NULL"""
+    params: list[object] = [crawl_id]
+    if urls is not None:
+        sql += " AND list_contains(?, url)"
+        params.append(list(urls))
+    if latest_only:
+        sql += " QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1"
+    return con.execute(sql + " ORDER BY warc_file, warc_offset", params).fetchall()
+
+
+def stored_version(con: duckdb.DuckDBPyConnection, url: str, crawl_id: str | None = None,
+                   version: int | None = None) -> tuple[Any, ...] | None:
+    """``(version, crawl_id, status, error, fetched_at, warc_file, warc_offset, warc_length)`` of
+    the URL's latest version (the latest ``crawl_id`` fetched, if given; ``version``, if given);
+    None when there is none."""
+    sql = "SELECT version, crawl_id, status, error, fetched_at, warc_file, warc_offset, warc_length FROM pages"
+    sql += " WHERE url = ?"
+    params: list[object] = [url]
+    if crawl_id:
+        sql += " AND crawl_id = ?"
+        params.append(crawl_id)
+    if version is not None:
+        sql += " AND version = ?"
+        params.append(version)
+    rows = con.execute(sql + " ORDER BY version DESC LIMIT 1", params).fetchall()
+    return rows[0] if rows else None

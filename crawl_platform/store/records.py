@@ -19,10 +19,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
 _SQL_TYPES = {"string": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date": "DATE",
               "list": "VARCHAR[]"}
