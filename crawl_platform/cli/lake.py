@@ -2,7 +2,7 @@
 
 :mod:`crawl_platform.cli.main` declares their arguments and dispatches to :data:`COMMANDS`; each
 function here runs one command and returns its exit code. The work is the store's
-(:mod:`~crawl_platform.store.console`, :mod:`~crawl_platform.store.backup`,
+(:mod:`~crawl_platform.cli.shell`, :mod:`~crawl_platform.store.backup`,
 :mod:`~crawl_platform.store.migrate`), and its failures arrive as the store's exceptions, which
 ``main`` turns into one line on stderr: a refusal (``TransferRefusedError``) exits 2, a failed
 query or copy and an unavailable lake exit 1.
@@ -15,9 +15,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from crawl_platform.config import Settings
-from crawl_platform.store.backup import backup_lake, restore_lake
-from crawl_platform.store.console import (
+from crawl_platform.cli.shell import (
     LakeSession,
     ResultPrinter,
     default_format,
@@ -25,6 +23,8 @@ from crawl_platform.store.console import (
     stream_reader,
     terminal_reader,
 )
+from crawl_platform.config import Settings
+from crawl_platform.store.backup import backup_lake, restore_lake
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.migrate import migrate_file
