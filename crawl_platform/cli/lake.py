@@ -15,20 +15,14 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from crawl_platform.cli.shell import (
-    LakeSession,
-    ResultPrinter,
-    default_format,
-    run_shell,
-    stream_reader,
-    terminal_reader,
-)
+from crawl_platform.cli.shell import ResultPrinter, default_format, run_shell, stream_reader, terminal_reader
 from crawl_platform.config import Settings
 from crawl_platform.store.backup import backup_lake, restore_lake
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.migrate import migrate_file
 from crawl_platform.store.schema import TABLES
+from crawl_platform.store.session import LakeSession
 from crawl_platform.store.transfer import TableFingerprint
 
 

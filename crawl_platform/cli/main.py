@@ -31,7 +31,6 @@ from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.cli import archive, extract, lake
-from crawl_platform.cli.shell import QueryError
 from crawl_platform.config import Settings
 from crawl_platform.extract.rules import RulesError, load_rules
 from crawl_platform.extract.rules import UnknownCrawlError as UnknownRulesCrawlError
@@ -54,6 +53,7 @@ from crawl_platform.states import CrawlState
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import ExtensionError
+from crawl_platform.store.session import QueryError
 from crawl_platform.store.transfer import TransferFailedError, TransferRefusedError
 from crawl_platform.urls import InvalidURLError
 
