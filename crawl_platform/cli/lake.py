@@ -2,8 +2,8 @@
 
 :mod:`crawl_platform.cli.main` declares their arguments and dispatches to :data:`COMMANDS`; each
 function here runs one command and returns its exit code. The work is the store's
-(:mod:`~crawl_platform.cli.shell`, :mod:`~crawl_platform.store.backup`,
-:mod:`~crawl_platform.store.migrate`), and its failures arrive as the store's exceptions, which
+(:mod:`~crawl_platform.cli.shell`, :mod:`~crawl_platform.lake.backup`,
+:mod:`~crawl_platform.lake.migrate`), and its failures arrive as the store's exceptions, which
 ``main`` turns into one line on stderr: a refusal (``TransferRefusedError``) exits 2, a failed
 query or copy and an unavailable lake exit 1.
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 
 from crawl_platform.cli.shell import ResultPrinter, default_format, run_shell, stream_reader, terminal_reader
 from crawl_platform.config import Settings
-from crawl_platform.store.backup import backup_lake, restore_lake
+from crawl_platform.lake.backup import backup_lake, restore_lake
+from crawl_platform.lake.migrate import migrate_file
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
-from crawl_platform.store.migrate import migrate_file
 from crawl_platform.store.schema import TABLES
 from crawl_platform.store.session import LakeSession
 from crawl_platform.store.transfer import TableFingerprint

@@ -1,7 +1,7 @@
 """Moving whole crawl tables into a lake: the column mapping, the copy and the check that it is exact.
 
-Backups and restores (:mod:`crawl_platform.store.backup`) and the import of an old single-file
-store (:mod:`crawl_platform.store.migrate`) open a DuckDB connection of their own with the target
+Backups and restores (:mod:`crawl_platform.lake.backup`) and the import of an old single-file
+store (:mod:`crawl_platform.lake.migrate`) open a DuckDB connection of their own with the target
 lake and the source (read-only) attached, and copy every table of
 :data:`~crawl_platform.store.database.TABLES` in one write transaction of the target, under its
 write lock, so the target shows all of the copy or none of it. Columns are matched by name and

@@ -14,7 +14,7 @@ import json
 import shutil
 
 from crawl_platform.cli.shell import PROMPT, ResultPrinter, run_shell
-from crawl_platform.store.backup import MANIFEST, Manifest
+from crawl_platform.lake.backup import MANIFEST, Manifest
 from crawl_platform.store.schema import TABLES
 from crawl_platform.store.session import LakeSession
 from tests.conftest import CATALOG_PASSWORD, lake_catalog
