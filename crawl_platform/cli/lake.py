@@ -1,9 +1,10 @@
 """The lake commands of ``crawl-platform``: ``sql``, ``backup``, ``restore`` and ``migrate``.
 
 :mod:`crawl_platform.cli.main` declares their arguments and dispatches to :data:`COMMANDS`; each
-function here runs one command and returns its exit code. The work is the store's
-(:mod:`~crawl_platform.store.session`, :mod:`~crawl_platform.lake.backup`,
-:mod:`~crawl_platform.lake.migrate`), and its failures arrive as the store's exceptions, which
+function here runs one command and returns its exit code. The work is done by
+:mod:`~crawl_platform.store.session` (printed by :mod:`~crawl_platform.cli.shell`),
+:mod:`~crawl_platform.lake.backup` and :mod:`~crawl_platform.lake.migrate`, and its failures
+arrive as the store's exceptions, which
 ``main`` turns into one line on stderr: a refusal (``TransferRefusedError``) exits 2, a failed
 query or copy and an unavailable lake exit 1.
 """
