@@ -3,10 +3,10 @@
 ``pages_quality`` and ``documents_quality`` target the ``pages`` and ``documents`` outputs of the
 partitioned crawl multi-asset (``assets/crawl_batch.py``). Each reads only the rows of the batch
 being checked from DuckDB through the store resource (``resources/store.py``, key
-``crawl_store``), hands them to ``crawl_platform.store.quality`` and reports the outcome as an
+``crawl_store``), hands them to ``crawl_platform.quality.suites`` and reports the outcome as an
 ``AssetCheckResult``. This module stays thin: the rules, Great Expectations and which rows belong to a
-batch (``pages_query``, ``documents_query``) live in
-``crawl_platform.store.quality``, which imports GX lazily so loading these definitions stays fast.
+batch (``read_pages``, ``read_documents``) live in
+``crawl_platform.quality.suites``, which imports GX lazily so loading these definitions stays fast.
 """
 
 # No `from __future__ import annotations`: Dagster compares the `context` annotation of a check
@@ -25,16 +25,16 @@ from dagster import (
     asset_check,
 )
 
-from crawl_platform.store.quality import (
-    Query,
+from crawl_platform.quality.suites import (
     SuiteResult,
-    documents_query,
-    pages_query,
+    read_documents,
+    read_pages,
     validate_documents,
     validate_pages,
 )
 
 if TYPE_CHECKING:
+    import duckdb
     import pandas as pd
 
 # Resource key under which Definitions binds CrawlStoreResource.
@@ -47,7 +47,7 @@ CHECK_CONFIG = {"batches": Field([str], is_required=False, default_value=[],
 class FrameReader(Protocol):
     """What the checks need of the store resource: ``CrawlStoreResource.read_frame``."""
 
-    def read_frame(self, sql: str, params: list[object] | None = None) -> "pd.DataFrame": ...
+    def read_frame(self, read: Callable[["duckdb.DuckDBPyConnection"], "pd.DataFrame"]) -> "pd.DataFrame": ...
 
 
 def batch_ids(context: AssetCheckExecutionContext) -> list[str] | None:
@@ -91,12 +91,12 @@ def check_result(result: SuiteResult, batches: list[str] | None) -> AssetCheckRe
 
 def _run(
     context: AssetCheckExecutionContext,
-    query: Callable[[list[str] | None], Query],
+    read: Callable[["duckdb.DuckDBPyConnection", list[str] | None], "pd.DataFrame"],
     validate: Callable[["pd.DataFrame"], SuiteResult],
 ) -> AssetCheckResult:
     store: FrameReader = getattr(context.resources, STORE_RESOURCE_KEY)
     batches = batch_ids(context)
-    df = store.read_frame(*query(batches))
+    df = store.read_frame(lambda con: read(con, batches))
     result = validate(df)
     for outcome in result.failed:
         context.log.warning(outcome.details)
@@ -115,7 +115,7 @@ def _run(
 )
 def pages_quality(context: AssetCheckExecutionContext) -> AssetCheckResult:
     """Validate the pages rows of the checked batch (the whole table outside a partition)."""
-    return _run(context, pages_query, validate_pages)
+    return _run(context, read_pages, validate_pages)
 
 
 @asset_check(
@@ -129,7 +129,7 @@ def pages_quality(context: AssetCheckExecutionContext) -> AssetCheckResult:
 )
 def documents_quality(context: AssetCheckExecutionContext) -> AssetCheckResult:
     """Validate the documents of the checked batch's pages (the whole table outside a partition)."""
-    return _run(context, documents_query, validate_documents)
+    return _run(context, read_documents, validate_documents)
 
 
 quality_checks: list[AssetChecksDefinition] = [pages_quality, documents_quality]

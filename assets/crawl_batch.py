@@ -47,10 +47,10 @@ from dagster import (
 
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchRequest
-from crawl_platform.fetch.politeness import HostRecord
 from crawl_platform.pipeline.batch import BatchReport, HandoffLostError, PreparedBatch, expand_batch
 from crawl_platform.pipeline.continuation import LevelDone, continue_levels
 from crawl_platform.pipeline.shard import ShardResult
+from crawl_platform.store.hosts import HostRecord
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, discard_runs

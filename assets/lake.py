@@ -5,7 +5,7 @@ and reports the lake's files, bytes and snapshots before and after, which the UI
 materialisations; the schedule ``lake_maintenance_daily`` (``sensors/lake.py``) runs its job. It is
 a writer, so it takes the ``crawl_duckdb_writer`` pool like the landing steps: they wait for a
 slot in Dagster instead of on the lake's lock. ``lake_backup_job`` copies the lake at its latest
-snapshot with :func:`crawl_platform.store.backup.backup_lake` (another engine module) and reports
+snapshot with :func:`crawl_platform.lake.backup.backup_lake` (another engine module) and reports
 the manifest; it only reads, so it takes no pool. The work is the engine's; this module reads
 config, calls it and reports.
 """
@@ -30,7 +30,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from crawl_platform.store.backup import backup_lake
+from crawl_platform.lake.backup import backup_lake
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.maintenance import READER_GRACE, maintain_lake
 from crawl_platform.store.transfer import TransferFailedError, TransferRefusedError

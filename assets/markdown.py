@@ -2,7 +2,7 @@
 
 Downstream of ``pages`` and ``documents``, off the crawl's critical path: trafilatura and htmldate
 cost more CPU a page than the crawl itself, so the batch runs only land pages, and this asset
-extracts from the raw archive afterwards (:func:`crawl_platform.store.markdown.land_markdown`,
+extracts from the raw archive afterwards (:func:`crawl_platform.markdown.documents.land_markdown`,
 which never fetches).
 It is incremental and not partitioned: each materialisation extracts the versions that have no
 row yet, of every crawl or of those named in its config. Its automation condition
@@ -17,8 +17,8 @@ from dagster import AssetExecutionContext, AutomationCondition, Config, Failure,
 from pydantic import Field
 
 from crawl_platform.archive.reader import ArchiveReadError
+from crawl_platform.markdown.documents import land_markdown
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
-from crawl_platform.store.markdown import land_markdown
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
 # Like AutomationCondition.eager(), without its waits for every batch partition to be present and

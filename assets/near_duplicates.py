@@ -4,7 +4,7 @@ Downstream of ``documents`` (whose ``simhash`` column the parser fills on the cr
 partitioned by batch: a group can join pages from any batches of a crawl, so a materialisation
 regroups whole crawls, every registered crawl by default or those named in its config, and
 replaces their rows in the lake table ``near_duplicates`` in one snapshot. The work is
-:func:`crawl_platform.store.near_duplicates.find_near_duplicates`; this module reads config,
+:func:`crawl_platform.dedup.near_duplicates.find_near_duplicates`; this module reads config,
 calls it and reports the groups as metadata the UI plots. It writes the lake, so it takes the
 ``crawl_duckdb_writer`` pool like the landing steps. Materialise it from the UI (or a job of
 your own) when a crawl has landed; it is cheap (one read of the crawls' latest documents).
@@ -13,8 +13,8 @@ your own) when a crawl has landed; it is cheap (one read of the crawls' latest d
 from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, asset
 from pydantic import Field
 
+from crawl_platform.dedup.near_duplicates import DEFAULT_MAX_DISTANCE, MAX_DISTANCE_LIMIT, find_near_duplicates
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
-from crawl_platform.store.near_duplicates import DEFAULT_MAX_DISTANCE, MAX_DISTANCE_LIMIT, find_near_duplicates
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 

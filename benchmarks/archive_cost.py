@@ -33,8 +33,8 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.fetch.transport import Exchange
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import land_batch
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--pages", type=int, default=5000)

@@ -35,8 +35,8 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.parse.html import parse_html
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import land_batch
 
 
 def open_store(root: Path) -> CrawlStore:

@@ -23,9 +23,9 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchResult
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import land_batch
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--batches", type=int, default=20)

@@ -37,10 +37,11 @@ from docs_site import serve_docs
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.pipeline.shard import ShardFetcher
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import land_batch, latest_versions
 from crawl_platform.store.location import LakeLocation
+from crawl_platform.store.pages import latest_versions
 
 
 def _cpu_s() -> float:

@@ -6,6 +6,7 @@ waits while a writer in another process holds it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dagster import ConfigurableResource
@@ -14,6 +15,7 @@ from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.resources.settings import platform_settings
 
 if TYPE_CHECKING:  # pandas loads only when a check reads a frame, not in every run process
+    import duckdb
     import pandas as pd
 
 
@@ -26,6 +28,7 @@ class CrawlStoreResource(ConfigurableResource):  # type: ignore[type-arg]  # gen
         settings = platform_settings(lake_path=self.lake_path) if self.lake_path else platform_settings()
         return CrawlStore.from_settings(settings)
 
-    def read_frame(self, sql: str, params: list[object] | None = None) -> pd.DataFrame:
+    def read_frame(self, read: Callable[[duckdb.DuckDBPyConnection], pd.DataFrame]) -> pd.DataFrame:
+        """What ``read`` (a reader of :mod:`crawl_platform.store`) gives on one snapshot of the lake."""
         with self.store().read() as con:
-            return con.execute(sql, params or []).df()
+            return read(con)

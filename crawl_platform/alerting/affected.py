@@ -15,6 +15,7 @@ import duckdb
 from crawl_platform.bus.base import Bus, BusError
 from crawl_platform.bus.messages import MessageDecodeError, decode_frontier_url
 from crawl_platform.bus.offsets import parse_batch_key
+from crawl_platform.store import batches as batches_table
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 
@@ -27,10 +28,10 @@ def crawls_of_batches(store: CrawlStore, batches: list[str], bus: Bus | None = N
         return []
     try:
         if store.exists():
-            rows = store.query("SELECT DISTINCT crawl_id FROM batch_items WHERE list_contains(?, batch_id)",
-                               [sorted(batches)])
-            if rows:
-                return sorted(str(r[0]) for r in rows)
+            with store.read() as con:
+                crawls = batches_table.crawls_of(con, batches)
+            if crawls:
+                return sorted(str(c) for c in crawls)
     except _STORE_ERRORS:
         pass
     return _crawls_on_bus(bus, batches) if bus is not None else []

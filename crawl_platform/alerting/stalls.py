@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crawl_platform.frontier.read_model import CrawlStatus
-from crawl_platform.frontier.states import CrawlState
+from crawl_platform.states import CrawlState
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,14 @@
 """Exports one crawl's data to files other tools read: its tables as Parquet or JSON lines, its archive as WARC.
 
 :func:`export_crawl` is what ``crawl-platform export`` and the Dagster asset ``exports`` run. Tables
-are copied by DuckDB (``COPY (SELECT …) TO …``), all read in one transaction, so the files agree
-with each other at one lake snapshot while crawls keep landing. A crawl's rows are those of its
-page versions (``pages.crawl_id``) and what hangs off them (``documents``, ``links`` by URL and
-version), plus its ``crawls``, ``frontier`` and ``batch_items`` rows; any other lake table with a
-``crawl_id`` column exports its rows of the crawl. The WARC export copies the crawl's stored
-response records (:mod:`crawl_platform.archive.reader`) byte for byte into new WARC files of at
-most :data:`WARC_FILE_BYTES`, each starting with a ``warcinfo`` record. Every file is written
+are copied by DuckDB (``COPY (SELECT …) TO …``, :mod:`crawl_platform.store.exports`), all read in
+one transaction, so the files agree with each other at one lake snapshot while crawls keep landing.
+A crawl's rows are those of its page versions (``pages.crawl_id``) and what hangs off them
+(``documents``, ``links`` by URL and version), plus its ``crawls``, ``frontier`` and
+``batch_items`` rows; any other lake table with a ``crawl_id`` column exports its rows of the crawl.
+The WARC export copies the crawl's stored response records (:mod:`crawl_platform.archive.reader`)
+byte for byte into new WARC files of at most :data:`WARC_FILE_BYTES`, each starting with a
+``warcinfo`` record. Every file is written
 under a temporary name and renamed when complete, so a failed export leaves no partial file.
 """
 
@@ -22,18 +23,12 @@ from typing import Any
 
 from crawl_platform.archive.reader import archived_records, count_archived
 from crawl_platform.archive.writer import WarcFile
+from crawl_platform.store import crawls, exports
 from crawl_platform.store.database import CrawlStore
 
 FORMATS = ("parquet", "jsonl", "warc")
 DEFAULT_TABLES = ("pages", "documents", "links")
 WARC_FILE_BYTES = 1 << 30  # Common Crawl's WARC files are about this size
-_CRAWL_ROWS = {
-    "pages": "SELECT * FROM pages WHERE crawl_id = $crawl",
-    "documents": """SELECT d.* FROM documents d JOIN pages p USING (url, version) WHERE p.crawl_id = $crawl""",
-    "links": """SELECT l.* FROM links l JOIN pages p ON p.url = l.src_url AND p.version = l.src_version
-                WHERE p.crawl_id = $crawl""",
-}
-_COPY_OPTIONS = {"parquet": "FORMAT parquet, COMPRESSION zstd", "jsonl": "FORMAT json"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+=_-]")
 
 Progress = Callable[[str, int, int], None]  # (what, done, total): called as the export goes
@@ -59,7 +54,7 @@ def export_crawl(store: CrawlStore, crawl_id: str, fmt: str, dest: Path,
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
     with store.read() as con:
-        if not con.execute("SELECT count(*) FROM crawls WHERE crawl_id = ?", [crawl_id]).fetchone()[0]:  # type: ignore[index]
+        if not crawls.is_registered(con, crawl_id):
             raise ExportError(f"no crawl {crawl_id!r} in the lake")
         queries = {} if fmt == "warc" else {t: _crawl_rows(con, t) for t in dict.fromkeys(tables)}
     _writable(dest)
@@ -73,27 +68,18 @@ def export_crawl(store: CrawlStore, crawl_id: str, fmt: str, dest: Path,
             report(table, index, len(queries))
             path = dest / f"{stem}.{table}.{fmt}"
             part = path.with_name(path.name + ".part")
-            quoted = str(part).replace("'", "''")
-            rows = con.execute(f"COPY ({sql}) TO '{quoted}' ({_COPY_OPTIONS[fmt]})", {"crawl": crawl_id}).fetchone()
+            rows = exports.copy_rows(con, sql, crawl_id, part, fmt)
             os.replace(part, path)
-            done.append(ExportedFile(path, table, int(rows[0]) if rows else 0))
+            done.append(ExportedFile(path, table, rows))
         report("done", len(queries), len(queries))
     return done
 
 
 def _crawl_rows(con: Any, table: str) -> str:
-    if table in _CRAWL_ROWS:
-        return _CRAWL_ROWS[table]
-    columns = {row[0] for row in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_catalog = current_database() "
-        "AND table_name = ?", [table]).fetchall()}
-    if "crawl_id" not in columns:
-        known = sorted({*_CRAWL_ROWS, *(r[0] for r in con.execute(
-            "SELECT DISTINCT table_name FROM information_schema.columns WHERE table_catalog = current_database() "
-            "AND column_name = 'crawl_id'").fetchall())})
-        what = "has no crawl_id column" if columns else "is not a lake table"
-        raise ExportError(f"table {table!r} {what}; tables with a crawl's rows: {', '.join(known)}")
-    return f'SELECT * FROM "{table}" WHERE crawl_id = $crawl'
+    try:
+        return exports.crawl_rows(con, table)
+    except exports.NoCrawlRowsError as err:
+        raise ExportError(str(err)) from None
 
 
 def _writable(dest: Path) -> None:

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 
 from crawl_platform.config import Settings
+from crawl_platform.store import pages
 from crawl_platform.store.database import CrawlStore
 
 
@@ -93,17 +94,8 @@ def count_archived(store: CrawlStore, crawl_id: str, latest_only: bool = False) 
 
 
 def _located(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None, latest_only: bool) -> list[tuple[Any, ...]]:
-    sql = """SELECT url, version, crawl_id, coalesce(final_url, url), status, content_type, fetched_at,
-                    warc_file, warc_offset, warc_length
-             FROM pages WHERE crawl_id = ? AND status IS NOT NULL AND warc_file IS NOT NULL"""
-    params: list[object] = [crawl_id]
-    if urls is not None:
-        sql += " AND list_contains(?, url)"
-        params.append(list(urls))
-    if latest_only:
-        sql += " QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1"
     with store.read() as con:
-        return con.execute(sql + " ORDER BY warc_file, warc_offset", params).fetchall()
+        return pages.archived_versions(con, crawl_id, urls, latest_only)
 
 
 def _members(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None,

@@ -19,6 +19,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from crawl_platform.config import Settings
+from crawl_platform.store import pages
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.urls import InvalidURLError, canonicalize
 
@@ -67,21 +68,13 @@ def _stored_version(store: CrawlStore, args: argparse.Namespace) -> tuple[Any, .
         url = canonicalize(args.url)
     except InvalidURLError as err:
         raise _NothingStoredError(f"bad URL: {err}") from None
-    sql = "SELECT version, crawl_id, status, error, fetched_at, warc_file, warc_offset, warc_length FROM pages"
-    sql += " WHERE url = ?"
-    params: list[object] = [url]
-    if args.crawl_id:
-        sql += " AND crawl_id = ?"
-        params.append(args.crawl_id)
-    if args.version is not None:
-        sql += " AND version = ?"
-        params.append(args.version)
-    rows = store.query(sql + " ORDER BY version DESC LIMIT 1", params)
-    if not rows:
+    with store.read() as con:
+        row = pages.stored_version(con, url, args.crawl_id, args.version)
+    if row is None:
         which = f" version {args.version}" if args.version is not None else ""
         crawl = f" in crawl {args.crawl_id}" if args.crawl_id else ""
         raise _NothingStoredError(f"no stored page {url}{which}{crawl}")
-    version, crawl_id, status, error, fetched_at, warc_file, offset, length = rows[0]
+    version, crawl_id, status, error, fetched_at, warc_file, offset, length = row
     if status is None:
         raise _NothingStoredError(f"{url} version {version} has no response: {error}")
     if warc_file is None:

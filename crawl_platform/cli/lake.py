@@ -1,9 +1,10 @@
 """The lake commands of ``crawl-platform``: ``sql``, ``backup``, ``restore`` and ``migrate``.
 
 :mod:`crawl_platform.cli.main` declares their arguments and dispatches to :data:`COMMANDS`; each
-function here runs one command and returns its exit code. The work is the store's
-(:mod:`~crawl_platform.store.console`, :mod:`~crawl_platform.store.backup`,
-:mod:`~crawl_platform.store.migrate`), and its failures arrive as the store's exceptions, which
+function here runs one command and returns its exit code. The work is done by
+:mod:`~crawl_platform.store.session` (printed by :mod:`~crawl_platform.cli.shell`),
+:mod:`~crawl_platform.lake.backup` and :mod:`~crawl_platform.lake.migrate`, and its failures
+arrive as the store's exceptions, which
 ``main`` turns into one line on stderr: a refusal (``TransferRefusedError``) exits 2, a failed
 query or copy and an unavailable lake exit 1.
 """
@@ -15,20 +16,14 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from crawl_platform.cli.shell import ResultPrinter, default_format, run_shell, stream_reader, terminal_reader
 from crawl_platform.config import Settings
-from crawl_platform.store.backup import backup_lake, restore_lake
-from crawl_platform.store.console import (
-    LakeSession,
-    ResultPrinter,
-    default_format,
-    run_shell,
-    stream_reader,
-    terminal_reader,
-)
+from crawl_platform.lake.backup import backup_lake, restore_lake
+from crawl_platform.lake.migrate import migrate_file
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
-from crawl_platform.store.migrate import migrate_file
 from crawl_platform.store.schema import TABLES
+from crawl_platform.store.session import LakeSession
 from crawl_platform.store.transfer import TableFingerprint
 
 

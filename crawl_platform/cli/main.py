@@ -39,7 +39,6 @@ from crawl_platform.frontier.control import PAST_TENSE, TARGETS, ControlRefusedE
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.frontier.schedules import UnknownCrawlError, parse_schedule, set_schedule
-from crawl_platform.frontier.states import CrawlState
 from crawl_platform.pipeline.control import ACTIONS, build_control, submit_control
 from crawl_platform.pipeline.submission import (
     SCOPES,
@@ -50,10 +49,11 @@ from crawl_platform.pipeline.submission import (
     submit_crawl,
     user_crawl_id_problem,
 )
-from crawl_platform.store.console import QueryError
+from crawl_platform.states import CrawlState
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import ExtensionError
+from crawl_platform.store.session import QueryError
 from crawl_platform.store.transfer import TransferFailedError, TransferRefusedError
 from crawl_platform.urls import InvalidURLError
 

@@ -5,9 +5,9 @@ Two suites per crawl: ``null_rate`` holds each required field NULL in at most
 ``mostly``), and ``type_errors`` holds each int, float, bool or date field failing its type in at
 most ``checks.max_type_error_rate`` of them (a ``type:`` note, ``expect_column_values_to_be_null``
 on it). A crawl whose pages gave no record at all fails ``null_rate``. The rows come from
-``records`` for the crawl's current rules; the rules and Great Expectations (imported lazily, by
-:mod:`crawl_platform.store.quality`) are run here, and the Dagster asset checks in
-``assets/records.py`` only report :class:`RecordsCheck`.
+``records`` for the crawl's current rules (:mod:`crawl_platform.store.records`); the rules and
+Great Expectations (imported lazily, by :mod:`crawl_platform.quality.suites`) are run here, and
+the Dagster asset checks in ``assets/records.py`` only report :class:`RecordsCheck`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from typing import Literal
 
 from crawl_platform.extract.records import stored_rules
 from crawl_platform.extract.rules import ExtractionRules
+from crawl_platform.quality.suites import Rule, SuiteResult, validate_frame
+from crawl_platform.store import records
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.quality import Rule, SuiteResult, validate_frame
 
 CheckKind = Literal["null_rate", "type_errors"]
 TYPED = frozenset({"int", "float", "bool", "date"})  # the types a value can fail
@@ -86,20 +87,11 @@ def _gx_rules(rules: ExtractionRules, kind: CheckKind) -> list[Rule]:
 def check_records(store: CrawlStore, crawl_id: str, kind: CheckKind) -> RecordsCheck:
     """Run one suite on the crawl's records (raises ``UnknownCrawlError`` without rules)."""
     rules = stored_rules(store, crawl_id)
-    selects = ["url", "version", "record_index"]
-    for name in _columns(rules, kind):
-        if kind == "null_rate":
-            selects.append(f"json_extract_string(fields, '$.{name}') AS \"{name}\"")
-        else:
-            note = f"json_extract_string(errors, '$.{name}')"
-            selects.append(f"CASE WHEN starts_with({note}, 'type:') THEN {note} END AS \"{name}__type_error\"")
-    params = [crawl_id, rules.digest]
+    columns = _columns(rules, kind)
     with store.read() as con:
-        df = con.execute(f"SELECT {', '.join(selects)} FROM records WHERE crawl_id = ? AND rules_digest = ?",
-                         params).df()
-        pages, page_errors = con.execute(
-            "SELECT count(*), count(error) FROM record_pages WHERE crawl_id = ? AND rules_digest = ?",
-            params).fetchone() or (0, 0)
+        df = records.field_frame(con, crawl_id, rules.digest, columns if kind == "null_rate" else [],
+                                 columns if kind != "null_rate" else [])
+        pages, page_errors = records.page_counts(con, crawl_id, rules.digest)
     gx_rules = _gx_rules(rules, kind)
     # A suite per crawl, rules and kind: GX keeps a built suite by its name for the process.
     name = f"records_{kind}_{crawl_id}_{rules.digest}"

@@ -24,7 +24,7 @@ from urllib.parse import urljoin
 
 from crawl_platform.config import Settings
 from crawl_platform.fetch.netguard import BlockedAddressError, NetworkGuard
-from crawl_platform.fetch.politeness import HostPacer, HostRecord, origin_of
+from crawl_platform.fetch.politeness import HostPacer, origin_of
 from crawl_platform.fetch.proxies import ProxyPool
 from crawl_platform.fetch.results import HTML_TYPES, FetchRequest, FetchResult, RedirectHop
 from crawl_platform.fetch.retry import RetryPolicy, parse_retry_after
@@ -38,6 +38,7 @@ from crawl_platform.fetch.transport import (
 )
 from crawl_platform.fetch.turns import HostTurns
 from crawl_platform.redaction import redact_passwords as redact
+from crawl_platform.store.hosts import HostRecord
 from crawl_platform.urls import InvalidURLError, canonicalize
 
 # The request and result types live in results.py; callers import them from here.

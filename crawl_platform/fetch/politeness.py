@@ -12,7 +12,8 @@ the run, so a dead host costs one timeout per attempt, not one per URL.
 
 Across runs the ``hosts`` table carries the learned gap and the robots.txt cache: a batch reads
 its hosts' rows once before fetching and writes them back in its landing transaction
-(:mod:`crawl_platform.store.hosts`). Nothing here touches the store.
+(:mod:`crawl_platform.store.hosts`, whose rows are
+:class:`~crawl_platform.store.hosts.HostRecord`). Nothing here touches the store.
 """
 
 from __future__ import annotations
@@ -32,18 +33,6 @@ def origin_of(url: str) -> str:
     """``http://Example.com:8080/a?b`` -> ``http://example.com:8080``: the key of the ``hosts`` table."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}".lower()
-
-
-@dataclass(frozen=True)
-class HostRecord:
-    """One ``hosts`` row: what runs share about an origin (``scheme://host[:port]``)."""
-
-    origin: str
-    robots_status: int | None = None  # None: network error, or never fetched (robots_fetched_at None)
-    robots_body: str | None = None
-    robots_fetched_at: datetime | None = None  # naive UTC
-    delay_ms: int | None = None
-    updated_at: datetime | None = None  # naive UTC; read only: when a batch last landed for the host
 
 
 @dataclass

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urljoin
 
-from crawl_platform.fetch.politeness import HostPacer, HostRecord, origin_of
+from crawl_platform.fetch.politeness import HostPacer, origin_of
 from crawl_platform.fetch.robots_rules import RobotsRules
 from crawl_platform.fetch.transport import REDIRECT_STATUSES, Transport, TransportError
+from crawl_platform.store.hosts import HostRecord
 from crawl_platform.urls import InvalidURLError, canonicalize
 
 ROBOTS_MAX_BYTES = 512 * 1024

@@ -6,9 +6,10 @@ and ``max_depth`` admit it, it is new to the crawl, the crawl is not cancelled, 
 ``paused``); shallower URLs go first, so a cap cuts the deepest ones.
 Candidates are a new crawl's seeds, the links of a landed batch (whose items the same
 transaction closes, so a crawl never looks finished while its links are being admitted), or
-URLs found elsewhere (sitemaps). Neighbours: :mod:`crawl_platform.store.landing` writes the
-links read here, :mod:`.state_store` inserts the admitted rows, and :mod:`.publisher` puts
-them on the bus after the transaction committed.
+URLs found elsewhere (sitemaps). Neighbours: :mod:`crawl_platform.pipeline.landing` writes the
+links read here, :mod:`.state_store` inserts the admitted rows (the capped query is
+:mod:`crawl_platform.store.frontier`'s), and :mod:`.publisher` puts them on the bus after the
+transaction committed.
 """
 
 from __future__ import annotations
@@ -22,21 +23,15 @@ import duckdb
 from crawl_platform.bus.messages import CrawlRequest, FrontierURL
 from crawl_platform.frontier.schedules import base_id, record_schedule
 from crawl_platform.frontier.state_store import URLStateStore, utc_now
-from crawl_platform.frontier.states import BatchOutcome, CrawlState, sql_list, sql_literal
-from crawl_platform.store.bind import bound_rows
+from crawl_platform.states import BatchOutcome, CrawlState
+from crawl_platform.store import crawls, frontier
+from crawl_platform.store.crawls import OPTION_NAMES
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.revisits import drop_not_due, pass_candidates
 from crawl_platform.urls import CrawlScope, canonicalize, host_of
 
 # Items whose page's links are followed: an error page (a 404 with a body) has links too.
 LINK_OUTCOMES = (BatchOutcome.FETCHED, BatchOutcome.FAILED)
-
-# Every option of a crawl, in CrawlRequest's order after crawl_id and submitted_at: what a crawl id
-# stands for (a request delivered again must carry the same), and what a recurring pass copies.
-OPTION_COLUMNS = ("seeds, max_pages, max_depth, scope, allow_patterns, deny_patterns, "
-                  "max_pages_per_host, user_agent, use_sitemaps, host_delay_ms, host_concurrency, priority, "
-                  "extract_rules")
-_OPTION_NAMES = tuple(name.strip() for name in OPTION_COLUMNS.split(","))
 
 
 class RegistrationConflictError(ValueError):
@@ -45,7 +40,8 @@ class RegistrationConflictError(ValueError):
 
 
 def _options(request: CrawlRequest, seeds: list[str]) -> tuple[object, ...]:
-    """The request's options as a ``crawls`` row stores them (``OPTION_COLUMNS`` order)."""
+    """The request's options as a ``crawls`` row stores them (``OPTION_COLUMNS`` order,
+    :mod:`crawl_platform.store.crawls`)."""
     return (seeds, request.max_pages, request.max_depth, request.scope, list(request.allow_patterns),
             list(request.deny_patterns), request.max_pages_per_host, request.user_agent, request.use_sitemaps,
             request.host_delay_ms, request.host_concurrency, request.priority, request.extract_rules)
@@ -70,17 +66,16 @@ def _registration(con: duckdb.DuckDBPyConnection, request: CrawlRequest) -> tupl
     """Whether the crawl id is registered, and :func:`registration_conflict`'s answer."""
     seeds = sorted({canonicalize(s) for s in request.seeds})
     wanted = _options(request, seeds)
-    row = con.execute(f"SELECT {OPTION_COLUMNS} FROM crawls WHERE crawl_id = ?", [request.crawl_id]).fetchone()
+    row = crawls.options_of(con, request.crawl_id)
     if row is not None:
-        different = [name for name, old, new in zip(_OPTION_NAMES, _stored_options(row), wanted, strict=True)
+        different = [name for name, old, new in zip(OPTION_NAMES, _stored_options(row), wanted, strict=True)
                      if old != new]
         return True, (f"crawl {request.crawl_id} is registered already with other {', '.join(different)}: "
                       "submit it under a new id") if different else None
     family = base_id(request.crawl_id)
     if family == request.crawl_id:
         return False, None
-    latest = con.execute(f"SELECT {OPTION_COLUMNS} FROM crawls WHERE split_part(crawl_id, '@', 1) = ? "
-                         "ORDER BY registered_at DESC LIMIT 1", [family]).fetchone()
+    latest = crawls.latest_family_options(con, family)
     if latest is None:
         return False, (f"crawl {request.crawl_id}: '@' is reserved for the passes of recurring crawls, and there "
                        f"is no crawl {family}")
@@ -88,34 +83,6 @@ def _registration(con: duckdb.DuckDBPyConnection, request: CrawlRequest) -> tupl
         return False, (f"crawl {request.crawl_id}: a pass of the recurring crawl {family} keeps its options, "
                        "and these differ")
     return False, None
-
-_ACTIVE, _CANCELLED = sql_literal(CrawlState.ACTIVE), sql_literal(CrawlState.CANCELLED)
-
-# Within each crawl's page caps, new (crawl, url) pairs of the relation ``candidates``,
-# shallowest first per crawl and per host.
-_ADMITTED_SQL = f"""
-    SELECT crawl_id, url, depth, host
-    FROM (SELECT capped.*,
-                 row_number() OVER (PARTITION BY crawl_id ORDER BY depth, url) AS rn
-          FROM (SELECT n.*, r.room
-                FROM (SELECT c.*,
-                             row_number() OVER (PARTITION BY c.crawl_id, c.host ORDER BY c.depth, c.url)
-                                 AS host_rn
-                      FROM (SELECT crawl_id, url, min(depth) AS depth, any_value(host) AS host
-                            FROM candidates GROUP BY crawl_id, url) c
-                      ANTI JOIN frontier f ON f.crawl_id = c.crawl_id AND f.url = c.url) n
-                JOIN (SELECT cr.crawl_id, cr.max_pages - count(f.url) AS room,
-                             coalesce(cr.max_pages_per_host, 0) AS per_host
-                      FROM crawls cr LEFT JOIN frontier f USING (crawl_id)
-                      WHERE cr.crawl_id IN (SELECT crawl_id FROM candidates)
-                        AND coalesce(cr.state, {_ACTIVE}) <> {_CANCELLED}
-                      GROUP BY cr.crawl_id, cr.max_pages, cr.max_pages_per_host) r USING (crawl_id)
-                LEFT JOIN (SELECT crawl_id, host, count(*) AS used FROM frontier
-                           WHERE crawl_id IN (SELECT crawl_id FROM candidates)
-                           GROUP BY crawl_id, host) h ON h.crawl_id = n.crawl_id AND h.host = n.host
-                WHERE r.per_host = 0 OR n.host_rn + coalesce(h.used, 0) <= r.per_host) capped)
-    WHERE rn <= room
-"""
 
 
 @dataclass(frozen=True)
@@ -159,21 +126,12 @@ class Admission:
             conflict = registration_conflict(con, request)
             if conflict is not None:
                 raise RegistrationConflictError(conflict)
-            con.execute(
-                # The lake has no unique keys: a crawl id is registered once because writers take
-                # turns (the store's write lock) and this insert skips an id already there.
-                """INSERT INTO crawls (crawl_id, seeds, scope, max_pages, max_depth, submitted_at,
-                                       registered_at, allow_patterns, deny_patterns, max_pages_per_host,
-                                       user_agent, use_sitemaps, state, host_delay_ms, host_concurrency,
-                                       priority, extract_rules)
-                   SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?, ?, ?, ?, ?, ?
-                   WHERE NOT EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ?)""",
-                [request.crawl_id, seeds, request.scope, request.max_pages, request.max_depth,
-                 datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), utc_now(),
-                 list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
-                 request.user_agent, request.use_sitemaps, CrawlState.ACTIVE.value, request.host_delay_ms,
-                 request.host_concurrency, request.priority, request.extract_rules or None, request.crawl_id],
-            )
+            crawls.insert_crawl(con, request.crawl_id, [
+                seeds, request.scope, request.max_pages, request.max_depth,
+                datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), utc_now(),
+                list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
+                request.user_agent, request.use_sitemaps, CrawlState.ACTIVE.value, request.host_delay_ms,
+                request.host_concurrency, request.priority, request.extract_rules or None])
             record_schedule(con, request)
             # A pass of a recurring crawl starts from what is due, not from the whole site.
             submitted = datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None)
@@ -193,29 +151,12 @@ class Admission:
         later would. The batch's postponed URLs (its byte budget ran out before them) come back
         with the admitted ones, to be published again."""
         with self.store.read() as con:
-            # Each distinct (crawl, link target) once, at its shallowest: a batch's pages link the
-            # same targets over and over (a site's navigation), and a crawl's scope (its seeds, maybe
-            # thousands) is read once per crawl, not once per link.
-            rows = con.execute(
-                f"""
-                SELECT b.crawl_id, k.dst_url, min(b.depth) + 1
-                FROM batch_items b
-                JOIN crawls c USING (crawl_id)
-                JOIN (SELECT url, max(version) AS v FROM pages
-                      WHERE url IN (SELECT url FROM batch_items WHERE batch_id = $1) GROUP BY url) p
-                  ON p.url = b.url
-                JOIN links k ON k.src_url = b.url AND k.src_version = p.v
-                WHERE b.batch_id = $1 AND b.outcome IN {sql_list(LINK_OUTCOMES)} AND b.depth + 1 <= c.max_depth
-                GROUP BY b.crawl_id, k.dst_url
-                """,
-                [batch_id],
-            ).fetchall()
-            crawls = con.execute(
-                """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns FROM crawls
-                   WHERE crawl_id IN (SELECT crawl_id FROM batch_items WHERE batch_id = $1)""",
-                [batch_id]).fetchall()
+            # Each distinct (crawl, link target) once, at its shallowest; a crawl's scope (its
+            # seeds, maybe thousands) is read once per crawl, not once per link.
+            rows = frontier.link_targets(con, batch_id, LINK_OUTCOMES)
+            scope_rows = crawls.scopes_of_batch(con, batch_id)
         scopes = {crawl_id: CrawlScope.from_row(scope, seeds, allow, deny, crawl_id)
-                  for crawl_id, scope, seeds, allow, deny in crawls}
+                  for crawl_id, scope, seeds, allow, deny in scope_rows}
         in_scope = [(crawl_id, url, depth) for crawl_id, url, depth in rows if scopes[crawl_id].admits(url)]
         with self.store.write() as con:
             candidates = drop_not_due(con, in_scope)
@@ -237,11 +178,8 @@ class Admission:
         max_pages_per_host; shallower URLs first, so a cap cuts the deepest ones."""
         if not candidates:
             return []
-        with bound_rows(con, "candidates", {"crawl_id": ("VARCHAR", [c[0] for c in candidates]),
-                                            "url": ("VARCHAR", [c[1] for c in candidates]),
-                                            "depth": ("INTEGER", [c[2] for c in candidates]),
-                                            "host": ("VARCHAR", [host_of(c[1]) for c in candidates])}):
-            admitted = self.states.insert_discovered(con, _ADMITTED_SQL)
+        admitted = self.states.insert_discovered(con, [(crawl_id, url, depth, host_of(url))
+                                                        for crawl_id, url, depth in candidates])
         # A paused crawl's new URLs (links of a batch that was fetching when the pause came) are
         # kept ``paused``, not published: resume publishes them with the rest.
         paused = self.states.hold_paused(con, {u.crawl_id for u in admitted})

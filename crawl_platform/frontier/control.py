@@ -1,7 +1,7 @@
 """Crawl control: cancel, pause and resume a whole crawl, applied to the store (and the bus on resume).
 
 A :class:`~crawl_platform.bus.messages.CrawlControl` command moves the crawl's ``crawls.state``
-along :data:`~.states.CRAWL_TRANSITIONS` and its frontier rows with it, in one write transaction:
+along :data:`~crawl_platform.states.CRAWL_TRANSITIONS` and its frontier rows with it, in one write transaction:
 pause keeps every pending row as ``paused``; cancel ends every unfinished row ``cancelled``;
 resume makes the paused rows ``discovered`` again and, after the commit, publishes them (the
 broker's acks make them ``queued``; unconfirmed ones are published again like any stale
@@ -25,7 +25,8 @@ import duckdb
 from crawl_platform.bus.messages import MAX_CLOCK_SKEW_S, ControlAction, CrawlControl
 from crawl_platform.frontier.publisher import FrontierPublisher
 from crawl_platform.frontier.state_store import URLStateStore
-from crawl_platform.frontier.states import PENDING_STATES, CrawlState, URLState
+from crawl_platform.states import PENDING_STATES, CrawlState, URLState
+from crawl_platform.store import crawls
 from crawl_platform.store.database import CrawlStore
 
 TARGETS: dict[ControlAction, CrawlState] = {
@@ -88,8 +89,7 @@ class CrawlController:
         target = TARGETS[command.action]
         issued = datetime.fromtimestamp(command.issued_at, UTC).replace(tzinfo=None)
         with self.store.write() as con:
-            row = con.execute("SELECT state, state_changed_at FROM crawls WHERE crawl_id = ?",
-                              [command.crawl_id]).fetchone()
+            row = crawls.state_of(con, command.crawl_id)
             if row is None:
                 raise UnknownCrawlError(f"no crawl {command.crawl_id!r}")
             before = CrawlState(row[0] or CrawlState.ACTIVE)
@@ -105,14 +105,12 @@ class CrawlController:
                 if last is None or issued > last:
                     # A repeat changes nothing but is the latest command: an older one arriving late
                     # must not undo it (resume, then a late pause from before the resume).
-                    con.execute("UPDATE crawls SET state = ?, state_changed_at = ? WHERE crawl_id = ?",
-                                [target.value, issued, command.crawl_id])
+                    crawls.set_state(con, command.crawl_id, target, issued)
             elif not before.can_become(target):
                 raise ControlRefusedError(
                     f"crawl {command.crawl_id} is {before}: it cannot be {PAST_TENSE[command.action]}")
             else:
-                con.execute("UPDATE crawls SET state = ?, state_changed_at = ? WHERE crawl_id = ?",
-                            [target.value, issued, command.crawl_id])
+                crawls.set_state(con, command.crawl_id, target, issued)
                 moved = self._move_rows(con, command.crawl_id, target)
         outcome = ControlOutcome(command.crawl_id, command.action, before, target, before is not target, moved)
         if target is CrawlState.ACTIVE:

@@ -2,13 +2,13 @@
 
 DuckDB's ``frontier`` table is the record; the bus's frontier topic only carries work. A URL is
 inserted as ``discovered``, becomes ``queued`` once the broker acknowledged it, and ends as
-``fetched``, ``failed`` or ``disallowed`` when its batch is expanded (:mod:`.states`). Anything
+``fetched``, ``failed`` or ``disallowed`` when its batch is expanded (:mod:`crawl_platform.states`). Anything
 left ``discovered`` (the broker lost or refused it) is published again on a later pass, so a
 broker that forgets everything costs time, never URLs. :class:`Frontier` composes the four parts
 that do the work, one job each: :mod:`.state_store` (writes to the table), :mod:`.admission`
 (which URLs enter, one transaction per pass), :mod:`.publisher` (the bus, after commit) and
 :mod:`.read_model` (status and the read-only questions; a read-only caller uses it alone, with
-no bus). Neighbours: :mod:`crawl_platform.store.landing` writes what :meth:`Frontier.expand`
+no bus). Neighbours: :mod:`crawl_platform.pipeline.landing` writes what :meth:`Frontier.expand`
 reads; :mod:`crawl_platform.bus.kafka` carries what it publishes.
 """
 

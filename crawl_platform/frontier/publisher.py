@@ -17,7 +17,7 @@ from crawl_platform.bus.base import Bus
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.bus.publishing import publish_frontier
 from crawl_platform.frontier.state_store import URLStateStore, utc_now
-from crawl_platform.frontier.states import PENDING_STATES, URLState
+from crawl_platform.states import PENDING_STATES, URLState
 
 STALE_DISCOVERED_S = 30
 

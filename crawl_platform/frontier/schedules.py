@@ -17,6 +17,7 @@ import duckdb
 from croniter import croniter
 
 from crawl_platform.bus.messages import MAX_PAGES_LIMIT, MIN_EVERY_S, CrawlRequest, cron_problem
+from crawl_platform.store import crawls, schedules
 from crawl_platform.store.database import CrawlStore
 
 __all__ = ["MIN_EVERY_S", "Schedule", "UnknownCrawlError", "base_id", "parse_every", "parse_schedule",
@@ -98,11 +99,8 @@ def record_schedule(con: duckdb.DuckDBPyConnection, request: CrawlRequest) -> No
     if not (request.every_seconds or request.cron):
         return
     schedule = Schedule(request.every_seconds, request.cron)
-    con.execute(
-        """INSERT INTO crawl_schedules (crawl_id, every_seconds, cron, period_seconds, active, updated_at)
-           SELECT ?, ?, ?, ?, true, ? WHERE NOT EXISTS (SELECT 1 FROM crawl_schedules WHERE crawl_id = ?)""",
-        [base_id(request.crawl_id), schedule.every_seconds or None, schedule.cron or None,
-         schedule.period_seconds, _now(), base_id(request.crawl_id)])
+    schedules.insert_schedule(con, base_id(request.crawl_id), schedule.every_seconds or None, schedule.cron or None,
+                              schedule.period_seconds, _now())
 
 
 def set_schedule(store: CrawlStore, crawl_id: str, schedule: Schedule | None) -> str:
@@ -110,19 +108,14 @@ def set_schedule(store: CrawlStore, crawl_id: str, schedule: Schedule | None) ->
     :class:`UnknownCrawlError` when no crawl of that id or family is registered."""
     family = base_id(crawl_id)
     with store.write() as con:
-        known = con.execute("SELECT count(*) FROM crawls WHERE crawl_id = ? OR split_part(crawl_id, '@', 1) = ?",
-                            [crawl_id, family]).fetchone()
-        if not known or not known[0]:
+        if not crawls.family_registered(con, crawl_id, family):
             raise UnknownCrawlError(f"no crawl {crawl_id!r} (see crawl-platform status)")
-        old = con.execute("SELECT every_seconds, cron, period_seconds FROM crawl_schedules WHERE crawl_id = ?",
-                          [family]).fetchone()
+        old = schedules.schedule_of(con, family)
         if schedule is None and old is None:
             return family
         every, cron, period = ((schedule.every_seconds or None, schedule.cron or None, schedule.period_seconds)
                                if schedule else old)  # type: ignore[misc]
-        con.execute("DELETE FROM crawl_schedules WHERE crawl_id = ?", [family])
-        con.execute("INSERT INTO crawl_schedules VALUES (?, ?, ?, ?, ?, ?)",
-                    [family, every, cron, period, schedule is not None, _now()])
+        schedules.replace_schedule(con, family, every, cron, period, schedule is not None, _now())
     return family
 
 

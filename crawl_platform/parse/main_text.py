@@ -6,7 +6,7 @@ the work: ``HTMLTree.parse`` (the lexbor HTML5 parser) and
 ``extract_plain_text(main_content=True)``, which drops boilerplate by element and class heuristics
 and keeps paragraphs on lines of their own; ``detect_fast`` names the language from character
 n-gram profiles (101 languages). :func:`crawl_platform.parse.simhash.simhash64` fingerprints the
-result for :mod:`crawl_platform.store.near_duplicates`. Nothing here raises for a page: an input
+result for :mod:`crawl_platform.dedup.near_duplicates`. Nothing here raises for a page: an input
 Resiliparse cannot take comes back as a :class:`MainContent` with no text and the error's name and
 message, which ``documents.main_text_error`` keeps, so a bad page never stops a batch, and a page
 nested more than :data:`MAX_DEPTH` elements deep is skipped (the extractor's time grows with

@@ -2,7 +2,7 @@
 
 trafilatura costs more CPU a page than the crawl's whole fetch, parse and landing of it
 (measured by ``benchmarks/markdown_rate.py``), so this runs in
-the ``documents_markdown`` asset (:mod:`crawl_platform.store.markdown`), which reads the bodies
+the ``documents_markdown`` asset (:mod:`crawl_platform.markdown.documents`), which reads the bodies
 from the raw archive (:mod:`crawl_platform.archive.reader`), never from the network. The body is
 decoded once (:mod:`crawl_platform.parse.encoding`, as the crawl's parser does); trafilatura
 extracts the main content as Markdown (headings, lists, tables, code), and htmldate finds the

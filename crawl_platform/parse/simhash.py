@@ -1,7 +1,7 @@
 """A 64-bit SimHash (Charikar) of a document's main text, and the Hamming distance between two.
 
 The parser (:mod:`crawl_platform.parse.main_text`) fingerprints every document's main text with
-:func:`simhash64` on the crawl path, and :mod:`crawl_platform.store.near_duplicates` groups the
+:func:`simhash64` on the crawl path, and :mod:`crawl_platform.dedup.near_duplicates` groups the
 fingerprints that lie within a few bits of each other. The features are overlapping 3-word
 shingles of the lower-cased text (Broder's w-shingling, so word order counts, unlike a bag of
 words), each weighted by how often it occurs; a bit of the hash is set where most features'

@@ -27,18 +27,20 @@ from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.bus.publishing import publish_dead_letters, publish_frontier
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
-from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
-from crawl_platform.frontier.states import CrawlState
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParseWorkers
+from crawl_platform.pipeline.landing import LandedBatch, land_batch
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
+from crawl_platform.states import CrawlState
+from crawl_platform.store import crawls
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.hosts import load_hosts
-from crawl_platform.store.landing import LandedBatch, land_batch, latest_versions
+from crawl_platform.store.hosts import HostRecord, load_hosts
+from crawl_platform.store.pages import latest_versions
 from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
 
@@ -197,18 +199,13 @@ class BatchReader:
             return [], [], []
         crawl_ids = sorted({i.crawl_id for i in items})
         with self.store.read() as con:
-            crawls = con.execute(
-                """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns, user_agent, host_delay_ms,
-                          host_concurrency
-                   FROM crawls WHERE list_contains(?, crawl_id)""",
-                [crawl_ids],
-            ).fetchall()
+            terms = crawls.fetch_terms(con, crawl_ids)
             latest = latest_versions(con, sorted({i.url for i in items}))
             hosts = load_hosts(con, {origin_of(i.url) for i in items})
         agents: dict[str, str | None] = {}
         scopes: dict[str, CrawlScope] = {}
         politeness: dict[str, tuple[float | None, int]] = {}  # the crawl's own delay and concurrency
-        for crawl_id, scope, seeds, allow, deny, agent, delay_ms, concurrency in crawls:
+        for crawl_id, scope, seeds, allow, deny, agent, delay_ms, concurrency in terms:
             agents[crawl_id] = agent or None
             scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny, crawl_id)
             politeness[crawl_id] = (delay_ms / 1000.0 if delay_ms else None, concurrency or 0)

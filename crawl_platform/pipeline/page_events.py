@@ -8,7 +8,7 @@ the run died between its landing and its events) is published again: by the step
 once the crawl loop is idle (the frontier sensor, :class:`crawl_platform.pipeline.loop.CrawlLoop`),
 by a sweep of the last day's unrecorded batches; the sweep reads ``pages``, so it stays off the
 batches' path. Delivery is therefore at least once,
-in order per URL; ``(url, version)`` identifies an event. Neighbours: :mod:`crawl_platform.store.landing`
+in order per URL; ``(url, version)`` identifies an event. Neighbours: :mod:`crawl_platform.pipeline.landing`
 writes the rows, :mod:`crawl_platform.bus.publishing` puts the messages on the bus.
 """
 
@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from crawl_platform.bus.base import Bus
 from crawl_platform.bus.messages import PageEvent
 from crawl_platform.bus.publishing import publish_page_events
+from crawl_platform.store import page_events
 from crawl_platform.store.database import CrawlStore
 
 SWEEP_WITHIN = timedelta(days=1)  # how far back unrecorded batches are looked for
@@ -52,12 +53,8 @@ class PageEventPublisher:
         never recorded as published, once they are older than :data:`SWEEP_AFTER`."""
         now = now or datetime.now(UTC).replace(tzinfo=None)
         with self.store.read() as con:
-            rows = con.execute(
-                """SELECT batch_id FROM pages WHERE fetched_at >= ? GROUP BY batch_id HAVING max(fetched_at) < ?
-                   AND batch_id NOT IN (SELECT batch_id FROM page_event_batches) ORDER BY min(fetched_at)""",
-                [now - SWEEP_WITHIN, now - SWEEP_AFTER],
-            ).fetchall()
-        return self._publish([row[0] for row in rows]) if rows else EventsPublished()
+            batch_ids = page_events.unrecorded_batches(con, now - SWEEP_WITHIN, now - SWEEP_AFTER)
+        return self._publish(batch_ids) if batch_ids else EventsPublished()
 
     def _publish(self, batch_ids: list[str]) -> EventsPublished:
         events = self._events(batch_ids)
@@ -72,23 +69,12 @@ class PageEventPublisher:
         if confirmed:
             now = datetime.now(UTC).replace(tzinfo=None)
             with self.store.write() as con:
-                # Recorded once: a batch confirmed again (a retry, a sweep racing a retry) is not doubled.
-                con.execute(
-                    """INSERT INTO page_event_batches (batch_id, events, published_at)
-                       SELECT b.batch_id, b.events, ? FROM (SELECT unnest(?) AS batch_id, unnest(?) AS events) b
-                       WHERE b.batch_id NOT IN (SELECT batch_id FROM page_event_batches)""",
-                    [now, confirmed, [counts[b] for b in confirmed]],
-                )
+                page_events.record_published(con, confirmed, [counts[b] for b in confirmed], now)
         return EventsPublished(len(batch_ids), sum(acks), len(acks) - sum(acks))
 
     def _events(self, batch_ids: list[str]) -> list[PageEvent]:
         with self.store.read() as con:
-            rows = con.execute(
-                """SELECT url, crawl_id, version, status, content_hash, fetched_at, batch_id, error,
-                          warc_file, warc_offset, warc_length
-                   FROM pages WHERE list_contains(?, batch_id) ORDER BY batch_id, url, version""",
-                [batch_ids],
-            ).fetchall()
+            rows = page_events.batch_versions(con, batch_ids)
         return [
             PageEvent(url=url, crawl_id=crawl_id, version=version, status=status, content_hash=content_hash,
                       fetched_at=fetched_at.isoformat() + "Z", batch_id=batch_id, error=error,

@@ -15,14 +15,14 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from crawl_platform.bus.messages import CrawlRequest
-from crawl_platform.frontier.admission import OPTION_COLUMNS
 from crawl_platform.frontier.schedules import base_id
+from crawl_platform.store import crawls
 from crawl_platform.store.database import CrawlStore
 
 
 def pass_request(pass_id: str, row: tuple[Any, ...], at: datetime) -> CrawlRequest:
     """A pass submitted at ``at`` with the options of an ``OPTION_COLUMNS`` row of ``crawls``
-    (columns that older lakes lack are NULL: their defaults)."""
+    (:mod:`crawl_platform.store.crawls`; columns that older lakes lack are NULL: their defaults)."""
     seeds, max_pages, max_depth, scope, allow, deny, per_host, agent, sitemaps, delay_ms, concurrency, priority, \
         rules = row
     return CrawlRequest(pass_id, tuple(seeds), max_pages, max_depth, scope, at.replace(tzinfo=UTC).timestamp(),
@@ -35,7 +35,8 @@ def latest_passes(store: CrawlStore) -> dict[str, tuple[str, datetime, tuple[Any
     """Per crawl family: its latest pass's id, submission time and ``OPTION_COLUMNS`` row."""
     if not store.exists():
         return {}
-    rows = store.query(f"SELECT crawl_id, submitted_at, {OPTION_COLUMNS} FROM crawls ORDER BY registered_at")
+    with store.read() as con:
+        rows = crawls.passes(con)
     return {base_id(row[0]): (row[0], row[1], tuple(row[2:])) for row in rows}
 
 

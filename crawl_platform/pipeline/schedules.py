@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 
 from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.frontier.schedules import Schedule, base_id
-from crawl_platform.frontier.states import PENDING_STATES, sql_list
 from crawl_platform.pipeline.recrawl import latest_passes, pass_request
+from crawl_platform.store import schedules as schedule_rows
 from crawl_platform.store.database import CrawlStore
 
 LATE_FACTOR = 1.5  # a family whose last completed pass is older than this many periods is late
@@ -50,16 +50,13 @@ def plan_due_passes(store: CrawlStore, now: datetime) -> DuePlan:
     ``<family>@<YYYYMMDDTHHMM>``, and the state of every scheduled family."""
     if not store.exists():
         return DuePlan([], [])
-    schedules = {family: Schedule(every or 0, cron or "") for family, every, cron in store.query(
-        "SELECT crawl_id, every_seconds, cron FROM crawl_schedules WHERE active")}
+    with store.read() as con:
+        schedules = {family: Schedule(every or 0, cron or "")
+                     for family, every, cron in schedule_rows.active_schedules(con)}
     if not schedules:
         return DuePlan([], [])
-    progress = {crawl_id: (pending, last) for crawl_id, pending, last in store.query(
-        f"""SELECT c.crawl_id, count(f.url) FILTER (WHERE f.state IN {sql_list(PENDING_STATES)}),
-                   coalesce(max(f.updated_at), max(c.registered_at))
-            FROM crawls c LEFT JOIN frontier f USING (crawl_id)
-            WHERE split_part(c.crawl_id, '@', 1) IN (SELECT crawl_id FROM crawl_schedules WHERE active)
-            GROUP BY c.crawl_id""")}
+    with store.read() as con:
+        progress = {crawl_id: (pending, last) for crawl_id, pending, last in schedule_rows.scheduled_progress(con)}
     completed: dict[str, datetime] = {}
     for crawl_id, (pending, last) in progress.items():
         family = base_id(crawl_id)

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
-from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine, parse_html
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
+from crawl_platform.store.hosts import HostRecord
 
 
 @dataclass

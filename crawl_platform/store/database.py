@@ -10,8 +10,9 @@ write transaction is one DuckLake snapshot, whose id :meth:`CrawlStore.write` re
 
 The DuckLake and catalog extensions come from their PyPI wheels (:mod:`crawl_platform.store.extensions`),
 never from the network. A process keeps one attached DuckDB instance per lake and gives each call
-its own cursor. The SQL of the crawl itself lives in :mod:`crawl_platform.store.landing`,
-:mod:`crawl_platform.store.hosts` and :mod:`crawl_platform.frontier`.
+its own cursor. The SQL of the crawl itself lives in the store's table modules
+(:mod:`crawl_platform.store.pages`, :mod:`crawl_platform.store.frontier` and their neighbours),
+each function taking the cursor of a :meth:`CrawlStore.read` or :meth:`CrawlStore.write`.
 """
 
 from __future__ import annotations

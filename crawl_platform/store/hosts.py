@@ -1,19 +1,29 @@
 """The ``hosts`` table: what runs learned about each origin (robots.txt cache, politeness gap).
 
 A batch reads its origins' rows once before fetching (:func:`load_hosts`) and writes what its
-fetch shards learned back inside its landing transaction (:func:`save_hosts`); the records are
-:class:`crawl_platform.fetch.politeness.HostRecord`, which the fetcher primes its pacer with.
+fetch shards learned back inside its landing transaction (:func:`save_hosts`); the rows are
+:class:`HostRecord`, which the fetcher primes its pacer with
+(:class:`crawl_platform.fetch.politeness.HostPacer`) and gives back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import pyarrow as pa
 
-from crawl_platform.fetch.politeness import HostRecord
+@dataclass(frozen=True)
+class HostRecord:
+    """One ``hosts`` row: what runs share about an origin (``scheme://host[:port]``)."""
+
+    origin: str
+    robots_status: int | None = None  # None: network error, or never fetched (robots_fetched_at None)
+    robots_body: str | None = None
+    robots_fetched_at: datetime | None = None  # naive UTC
+    delay_ms: int | None = None
+    updated_at: datetime | None = None  # naive UTC; read only: when a batch last landed for the host
 
 
 def load_hosts(con: Any, origins: Iterable[str]) -> dict[str, HostRecord]:
@@ -38,6 +48,8 @@ def save_hosts(con: Any, records: Iterable[HostRecord], now: datetime) -> int:
     rows = list(records)
     if not rows:
         return 0
+    import pyarrow as pa  # noqa: PLC0415 - the fetcher imports this module for HostRecord and never needs pyarrow
+
     table = pa.table({
         "origin": [r.origin for r in rows],
         "robots_status": pa.array([r.robots_status for r in rows], pa.int32()),

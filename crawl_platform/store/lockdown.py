@@ -22,7 +22,7 @@ layers close it, each for what it can see:
 DuckDB has no read-only file access, so the data path stays writable to the session's functions:
 what writes there is the statement check's to refuse. A view stored in the lake that calls such a
 function is not seen (only a session with write access creates one).
-Neighbour: :mod:`crawl_platform.store.console` runs the session.
+Neighbour: :mod:`.session` runs the session.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ it stays between a minimum and a maximum. A URL fetched for the first time start
 schedule period (``crawl_schedules.period_seconds``), else at the default interval. Times count
 from the *start* of the pass that fetched the URL (``crawls.submitted_at``), so a daily pass finds
 yesterday's URLs due whatever minute of the pass fetched them. :func:`update_revisits` runs inside
-the landing transaction (:mod:`.landing`), set-based; :func:`pass_candidates` and
+the landing transaction (:mod:`crawl_platform.pipeline.landing`), set-based; :func:`pass_candidates` and
 :func:`drop_not_due` are what admission (:mod:`crawl_platform.frontier.admission`) asks, so a pass
 of a family (``<family>@<stamp>``) fetches its due URLs plus new links, not the whole site.
 """

@@ -1,7 +1,8 @@
 """Moving whole crawl tables into a lake: the column mapping, the copy and the check that it is exact.
 
-Backups and restores (:mod:`crawl_platform.store.backup`) and the import of an old single-file
-store (:mod:`crawl_platform.store.migrate`) open a DuckDB connection of their own with the target
+Backups and restores (:mod:`crawl_platform.lake.backup`) and the import of an old single-file
+store (:mod:`crawl_platform.lake.migrate`) find what to copy here (:func:`snapshot_to_copy`,
+:func:`archive_files`, :func:`old_tables`), open a DuckDB connection of their own with the target
 lake and the source (read-only) attached, and copy every table of
 :data:`~crawl_platform.store.database.TABLES` in one write transaction of the target, under its
 write lock, so the target shows all of the copy or none of it. Columns are matched by name and
@@ -15,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import CrawlStore, new_engine, scrubbed_errors, transaction
+from crawl_platform.store.database import CrawlStore, current_snapshot, new_engine, scrubbed_errors, transaction
 from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.location import LakeLocation
@@ -212,3 +214,57 @@ def write_transaction(target: CrawlStore, source: Source) -> Iterator[duckdb.Duc
                 yield con
     finally:
         con.close()
+
+
+def old_tables(path: Path) -> list[str]:
+    """The crawl tables the old store file at ``path`` holds. Refused (:class:`TransferRefusedError`)
+    when it is missing, not a DuckDB file or holds none of them; a file another process has open
+    for writing is :class:`StoreUnavailableError`."""
+    if not path.is_file():
+        raise TransferRefusedError(f"no such file: {path}")
+    try:
+        con = duckdb.connect(str(path), read_only=True, config={"autoload_known_extensions": False,
+                                                                 "autoinstall_known_extensions": False})
+    except duckdb.IOException as err:
+        if "lock" in str(err).lower():
+            raise StoreUnavailableError(f"{path} is open in another process (stop the old stack first): "
+                                        f"{one_line(err)}") from None
+        raise TransferRefusedError(f"{path} is not a DuckDB database: {one_line(err)}") from None
+    except duckdb.Error as err:
+        raise TransferRefusedError(f"{path} is not a DuckDB database: {one_line(err)}") from None
+    try:
+        found = {str(r[0]) for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+    finally:
+        con.close()
+    present = [table for table in TABLES if table in found]
+    if not present:
+        raise TransferRefusedError(f"{path} holds none of the crawl tables ({', '.join(TABLES)})")
+    return present
+
+
+def snapshot_to_copy(con: duckdb.DuckDBPyConnection, alias: str, wanted: int | None) -> tuple[int, str]:
+    """The snapshot to read (the latest when ``wanted`` is None) and its commit time; refused when
+    the lake has no such snapshot or its crawl tables did not exist yet."""
+    latest = current_snapshot(con, alias)
+    snapshot_id = latest if wanted is None else wanted
+    row = con.execute(f"SELECT snapshot_time FROM {alias}.snapshots() WHERE snapshot_id = ?", [snapshot_id]).fetchone()
+    if row is None:
+        raise TransferRefusedError(f"the lake has no snapshot {snapshot_id} (its latest is {latest})")
+    for table in TABLES:
+        try:
+            con.execute(f"DESCRIBE SELECT * FROM {alias}.main.{table} AT (VERSION => {snapshot_id})")
+        except duckdb.CatalogException:
+            raise TransferRefusedError(f"snapshot {snapshot_id} predates the crawl tables "
+                                       f"(no {table} yet): pick a later one") from None
+    when: datetime = row[0]
+    return snapshot_id, when.astimezone(UTC).isoformat()
+
+
+def archive_files(con: duckdb.DuckDBPyConnection, pages: str) -> list[str]:
+    """The WARC files the pages at a snapshot point into (none before the archive existed)."""
+    columns = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {pages}").fetchall()}
+    if "warc_file" not in columns:
+        return []
+    return [r[0] for r in con.execute(f"SELECT DISTINCT warc_file FROM {pages} WHERE warc_file IS NOT NULL "
+                                      "ORDER BY 1").fetchall()]

@@ -16,9 +16,9 @@ from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.parse.html import parse_html
 from crawl_platform.pipeline.batch import BatchCrawler
 from crawl_platform.pipeline.intake import SeedIntake
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.pipeline.loop import CrawlLoop, LoopPolicy, PlannedBatch
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import land_batch
 
 TABLES = ("pages", "documents", "links", "batch_items")
 

@@ -15,7 +15,7 @@ from warcio.archiveiterator import ArchiveIterator
 from crawl_platform.archive.reader import archive_root, archived_responses, read_response
 from crawl_platform.archive.writer import archive_results
 from crawl_platform.config import Settings
-from crawl_platform.store.backup import backup_lake, restore_lake
+from crawl_platform.lake.backup import backup_lake, restore_lake
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from tests.sites.hostile import Reply, html_page

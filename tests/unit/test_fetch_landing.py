@@ -1,4 +1,4 @@
-"""What the hostile site's pages look like once landed (fetcher -> parser -> crawl_platform.store.landing):
+"""What the hostile site's pages look like once landed (fetcher -> parser -> crawl_platform.pipeline.landing):
 readable text and the charset for awkward encodings, malformed HTML, failures as rows with their
 error, non-HTML recorded but not parsed, the redirect chain, and the hosts learned."""
 
@@ -15,9 +15,10 @@ from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.retry import RetryPolicy
 from crawl_platform.parse.html import ParsedPage, parse_html
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import LatestVersion, land_batch, latest_versions
 from crawl_platform.store.location import LakeLocation
+from crawl_platform.store.pages import LatestVersion, latest_versions
 from tests.sites import dead_port
 from tests.sites.hostile import CP1251_TEXT, GB18030_TEXT, html_page
 from tests.unit.conftest import UNREACHABLE, loopback_fetcher

@@ -14,9 +14,9 @@ import pytest
 from crawl_platform.config import Settings
 from crawl_platform.fetch.politeness import HostPacer, origin_of
 from crawl_platform.fetch.retry import RetryPolicy
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import load_hosts
-from crawl_platform.store.landing import land_batch
 from crawl_platform.store.location import LakeLocation
 from tests.sites import dead_port
 from tests.sites.hostile import HostileSite, Reply

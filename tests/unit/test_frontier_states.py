@@ -1,4 +1,4 @@
-"""URL states and batch outcomes (crawl_platform.frontier.states): the transition table, and that the
+"""URL states and batch outcomes (crawl_platform.states): the transition table, and that the
 enums hold exactly the values the schema stores."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_platform.frontier.states import (
+from crawl_platform.states import (
     CLOSED_STATES,
     PENDING_STATES,
     BatchOutcome,
@@ -17,8 +17,8 @@ from crawl_platform.frontier.states import (
     URLState,
     check_transition,
     sources_of,
-    sql_list,
 )
+from crawl_platform.store.frontier import sql_list
 
 SCHEMA = Path(__file__).resolve().parents[2] / "crawl_platform" / "store" / "schema.sql"
 

@@ -22,10 +22,10 @@ import pytest
 from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
+from crawl_platform.pipeline.landing import LandedBatch
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
-from crawl_platform.store.landing import LandedBatch
 from crawl_platform.store.location import LakeLocation
 from tests.conftest import CATALOG_PASSWORD, POSTGRES_ADMIN_URL, lake_catalog
 from tests.unit.crawl_rows import fetch_result, land, page_html

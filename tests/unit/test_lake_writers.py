@@ -17,11 +17,11 @@ from typing import Any
 
 from crawl_platform.bus.memory import InMemoryBus
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.fetch.politeness import HostRecord
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.parse.html import parse_html
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import land_batch
+from crawl_platform.store.hosts import HostRecord
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.urls import canonicalize
 from tests.unit.crawl_rows import crawl_request, fetch_result, frontier_rows, page_html

@@ -16,8 +16,8 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.parse.html import parse_html
 from crawl_platform.parse.main_text import MAX_DEPTH, extract_main_content
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.pipeline.shard import ShardFetcher
-from crawl_platform.store.landing import land_batch
 from tests.sites.hostile import CP1251_TEXT, Reply
 from tests.unit.conftest import loopback_fetcher
 

@@ -1,4 +1,4 @@
-"""Near-duplicates of a real crawl (crawl_platform.store.near_duplicates after the engine's crawl loop):
+"""Near-duplicates of a real crawl (crawl_platform.dedup.near_duplicates after the engine's crawl loop):
 a generated news site on loopback with a printer version, tracking variants and an exact mirror
 planted among distinct articles in one heavy layout; the groups found are exactly the planted ones,
 a second run replaces them, and an unknown crawl is refused before anything is written."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawl_platform.store.near_duplicates import UnknownCrawlError, find_near_duplicates
+from crawl_platform.dedup.near_duplicates import UnknownCrawlError, find_near_duplicates
 from tests.unit.crawl_rows import crawl_site
 
 ROWS = ("SELECT group_id, url, version, representative, kind, distance FROM near_duplicates WHERE crawl_id = ? "

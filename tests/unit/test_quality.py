@@ -1,4 +1,4 @@
-"""Tests of the Great Expectations suites in crawl_platform.store.quality.
+"""Tests of the Great Expectations suites in crawl_platform.quality.suites.
 
 Each rule of the pages and documents suites is broken on its own in an otherwise good frame, and
 the test asserts that exactly that rule fails with the expected unexpected_count. The Dagster
@@ -17,13 +17,13 @@ import pandas as pd
 import pytest
 
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.store.quality import (
+from crawl_platform.quality.suites import (
     DOCUMENTS_RULES,
     PAGES_RULES,
     SuiteResult,
-    documents_query,
     nullness_only,
-    pages_query,
+    read_documents,
+    read_pages,
     rule_columns,
     validate_documents,
     validate_pages,
@@ -207,7 +207,7 @@ def test_empty_frame_passes(frame: pd.DataFrame, validate: Callable[[pd.DataFram
 
 def test_import_does_not_load_great_expectations() -> None:
     # GX costs seconds to import; loading the Dagster definitions must not pay for it.
-    code = "import sys, crawl_platform.store.quality; assert 'great_expectations' not in sys.modules"
+    code = "import sys, crawl_platform.quality.suites; assert 'great_expectations' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
 
 
@@ -220,11 +220,10 @@ def test_the_checks_read_only_the_columns_their_rules_look_at(store) -> None:
     # Of these, the checks only ask whether they are null: they read TRUE or NULL, not the texts.
     assert nullness_only(PAGES_RULES) == {"error", "fetched_at", "batch_id"}
     assert nullness_only(DOCUMENTS_RULES) == {"text"}
-    for query, rules in ((pages_query, PAGES_RULES), (documents_query, DOCUMENTS_RULES)):
+    for read, rules in ((read_pages, PAGES_RULES), (read_documents, DOCUMENTS_RULES)):
         for batches in (None, ["batch-1"]):
-            sql, params = query(batches)
-            with store.read() as con:  # a real lake: the SQL runs as the checks' resource runs it
-                frame = con.execute(sql, params or []).df()
+            with store.read() as con:  # a real lake, read as the checks' resource reads it
+                frame = read(con, batches)
             assert list(frame.columns) == rule_columns(rules)
             assert sorted(frame["url"]) == urls
             assert all(set(frame[column].dropna()) <= {True} for column in nullness_only(rules))

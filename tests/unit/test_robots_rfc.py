@@ -11,11 +11,11 @@ import pytest
 
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchRequest
-from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.robots import robots_token
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.hosts import load_hosts
-from crawl_platform.store.landing import land_batch
+from crawl_platform.store.hosts import HostRecord, load_hosts
 from crawl_platform.store.location import LakeLocation
 from tests.sites.hostile import HostileSite, Reply, hang_up
 from tests.unit.conftest import AGENT, UNREACHABLE, loopback_fetcher

@@ -8,8 +8,8 @@ from crawl_platform.bus.messages import CrawlRequest, FrontierURL, decode_crawl_
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.parse.html import ParsedPage
 from crawl_platform.patterns import PatternError
+from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.pipeline.submission import build_crawl_request
-from crawl_platform.store.landing import land_batch
 from crawl_platform.urls import CrawlScope, canonicalize, trap_reason
 from tests.unit.crawl_rows import fetch_result as make_result
 

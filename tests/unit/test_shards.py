@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from crawl_platform.fetch.fetcher import FetchRequest
-from crawl_platform.fetch.politeness import HostRecord, origin_of
+from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.pipeline.batch import BatchReport, PreparedBatch
+from crawl_platform.store.hosts import HostRecord
 
 
 def _batch(per_host: dict[str, int]) -> PreparedBatch:

@@ -1,5 +1,5 @@
 """The 64-bit SimHash of main text (crawl_platform.parse.simhash) and the grouping of copies
-(crawl_platform.store.near_duplicates.group_duplicates): stable values, near texts close and
+(crawl_platform.dedup.near_duplicates.group_duplicates): stable values, near texts close and
 different texts far, and groups of generated documents with known printer versions, tracking
 variants and exact copies, checked against an all-pairs search."""
 
@@ -11,8 +11,8 @@ import random
 
 import pytest
 
+from crawl_platform.dedup.near_duplicates import DocumentPrint, GroupMember, blocks, group_duplicates
 from crawl_platform.parse.simhash import hamming, simhash64
-from crawl_platform.store.near_duplicates import DocumentPrint, GroupMember, blocks, group_duplicates
 
 WORDS = [f"{stem}{k}" for stem in ("river", "stone", "cloud", "paper", "light", "north", "amber", "quiet")
          for k in range(40)]

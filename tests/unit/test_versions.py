@@ -1,4 +1,4 @@
-"""Landing (crawl_platform.store.landing): a page's history in DuckDB, a new version only when its content
+"""Landing (crawl_platform.pipeline.landing): a page's history in DuckDB, a new version only when its content
 or status changes, and a batch landed twice adding nothing."""
 
 from __future__ import annotations

@@ -15,20 +15,20 @@ import pytest
 from crawl_platform.archive.writer import archive_results, shard_file_name
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.config import Settings
+from crawl_platform.dedup.near_duplicates import find_near_duplicates
 from crawl_platform.extract.engine import Extractor, PageBody
 from crawl_platform.extract.records import land_extractions
 from crawl_platform.extract.rules import parse_rules
-from crawl_platform.fetch.politeness import HostRecord
 from crawl_platform.fetch.transport import Exchange
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.markdown.documents import land_markdown
 from crawl_platform.parse.html import parse_html
 from crawl_platform.pipeline.batch import expand_batch
+from crawl_platform.pipeline.landing import LandedBatch, land_batch
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.landing import LandedBatch, land_batch
+from crawl_platform.store.hosts import HostRecord
 from crawl_platform.store.location import LakeLocation
-from crawl_platform.store.markdown import land_markdown
-from crawl_platform.store.near_duplicates import find_near_duplicates
 from crawl_platform.store.transfer import TableFingerprint, table_fingerprints
 from crawl_platform_dagster.cli import main
 from tests.unit.crawl_rows import crawl_request, fetch_result, page_html

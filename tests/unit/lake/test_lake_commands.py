@@ -13,9 +13,10 @@ import io
 import json
 import shutil
 
-from crawl_platform.store.backup import MANIFEST, Manifest
-from crawl_platform.store.console import PROMPT, LakeSession, ResultPrinter, run_shell
+from crawl_platform.cli.shell import PROMPT, ResultPrinter, run_shell
+from crawl_platform.lake.backup import MANIFEST, Manifest
 from crawl_platform.store.schema import TABLES
+from crawl_platform.store.session import LakeSession
 from tests.conftest import CATALOG_PASSWORD, lake_catalog
 from tests.unit.lake.lake_cli import SITE, cli, fingerprints, lake_at, land_copies, land_pages, run
 

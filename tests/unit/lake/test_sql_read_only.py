@@ -20,13 +20,14 @@ import duckdb
 import pytest
 
 from crawl_platform.bus.memory import InMemoryBus
+from crawl_platform.cli.shell import ResultPrinter, run_shell
 from crawl_platform.config import Settings
 from crawl_platform.frontier.frontier import Frontier
-from crawl_platform.store.console import LakeSession, ResultPrinter, run_shell
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.lockdown import call_refusal
 from crawl_platform.store.maintenance import maintain_lake, measure_lake
 from crawl_platform.store.schema import TABLES
+from crawl_platform.store.session import LakeSession
 from crawl_platform.store.transfer import TableFingerprint
 from tests.conftest import export_settings, lake_catalog
 from tests.unit.lake.lake_cli import SITE, fingerprints, land_pages, run

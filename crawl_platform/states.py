@@ -9,14 +9,15 @@ them); a cancelled crawl's unfinished rows end ``cancelled``, a final state. A b
 fetch it (a duplicate delivery), which leaves its frontier row alone, or ``postponed`` when the
 batch's byte budget ran out before its turn: its row goes back to ``discovered`` and is published
 again, for a later batch. The values are the stored
-column values docs/tables.md documents. Neighbours: :mod:`crawl_platform.frontier.state_store`
-applies these transitions in SQL, :mod:`crawl_platform.store.landing` picks each item's outcome,
-and the other frontier modules render their state filters from here with :func:`sql_list`.
+column values docs/tables.md documents, below the store, which renders them in its SQL
+(:mod:`crawl_platform.store.frontier`). Neighbours: :mod:`crawl_platform.frontier.state_store`
+checks every change of a row against these transitions, and :mod:`crawl_platform.pipeline.landing`
+picks each item's outcome.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -117,13 +118,3 @@ def sources_of(*targets: URLState) -> tuple[URLState, ...]:
     """The states of existing rows that may become every one of ``targets``, in declaration order:
     what an ``UPDATE ... WHERE state IN (...)`` making that change must match."""
     return tuple(s for s in URLState if all(s.can_become(t) for t in targets))
-
-
-def sql_literal(value: StrEnum) -> str:
-    """A state or outcome as a SQL string literal (the values are our own identifiers, never input)."""
-    return f"'{value.value}'"
-
-
-def sql_list(values: Iterable[StrEnum]) -> str:
-    """States or outcomes as a SQL ``IN`` list: ``('discovered', 'queued')``."""
-    return f"({', '.join(sql_literal(v) for v in values)})"

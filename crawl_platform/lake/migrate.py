@@ -4,9 +4,9 @@ The old file has the same tables and column names as :file:`schema.sql`, with th
 handled here: ``hosts.host`` is now ``hosts.origin`` (the same ``scheme://netloc`` values), files
 made before a column was added (``pages.etag`` … ``crawls.use_sitemaps``) lack it, and the first
 release had no ``hosts`` table. Missing columns land NULL and a missing table lands empty. The
-file is opened read-only with plain DuckDB (no extension); its tables are copied in one write
-transaction of the lake by :mod:`crawl_platform.store.transfer`, which checks every table's rows
-against the file's. ``crawl-platform migrate`` calls :func:`migrate_file`.
+file is opened read-only with plain DuckDB (no extension) and its tables are copied in one write
+transaction of the lake, both by :mod:`crawl_platform.store.transfer`, which checks every table's
+rows against the file's. ``crawl-platform migrate`` calls :func:`migrate_file`.
 """
 
 from __future__ import annotations
@@ -14,17 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
-
 from crawl_platform.store.database import CrawlStore, current_snapshot
-from crawl_platform.store.errors import StoreUnavailableError
-from crawl_platform.store.schema import TABLES
 from crawl_platform.store.transfer import (
     Source,
     TableFingerprint,
-    TransferRefusedError,
     copy_tables,
-    one_line,
+    old_tables,
     refuse_unless_empty,
     write_transaction,
 )
@@ -39,33 +34,6 @@ class Migration:
 
     tables: dict[str, TableFingerprint]
     previous_snapshot_id: int
-
-
-def old_tables(path: Path) -> list[str]:
-    """The crawl tables the old store file at ``path`` holds. Refused (:class:`TransferRefusedError`)
-    when it is missing, not a DuckDB file or holds none of them; a file another process has open
-    for writing is :class:`StoreUnavailableError`."""
-    if not path.is_file():
-        raise TransferRefusedError(f"no such file: {path}")
-    try:
-        con = duckdb.connect(str(path), read_only=True, config={"autoload_known_extensions": False,
-                                                                 "autoinstall_known_extensions": False})
-    except duckdb.IOException as err:
-        if "lock" in str(err).lower():
-            raise StoreUnavailableError(f"{path} is open in another process (stop the old stack first): "
-                                        f"{one_line(err)}") from None
-        raise TransferRefusedError(f"{path} is not a DuckDB database: {one_line(err)}") from None
-    except duckdb.Error as err:
-        raise TransferRefusedError(f"{path} is not a DuckDB database: {one_line(err)}") from None
-    try:
-        found = {str(r[0]) for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
-    finally:
-        con.close()
-    present = [table for table in TABLES if table in found]
-    if not present:
-        raise TransferRefusedError(f"{path} holds none of the crawl tables ({', '.join(TABLES)})")
-    return present
 
 
 def migrate_file(path: Path, store: CrawlStore, *, replace: bool = False) -> Migration:

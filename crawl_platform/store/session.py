@@ -1,104 +1,50 @@
-"""``crawl-platform sql``: a DuckDB session on the lake, for one query or a small shell.
+"""A DuckDB session of its own on the lake, for ``crawl-platform sql``: one statement at a time, results streamed.
 
 The session is a DuckDB connection of its own, not the store's shared instance: the lake is
 attached under the name ``lake`` and selected with ``USE lake``, so ``SELECT * FROM pages`` and
 ``lake.table_changes(...)`` work as docs/operations.md shows, and what a user creates stays in the session.
 Unless asked to write, the session is read-only, and not just the lake's tables: it reads no file
 but the lake's, opens no other database and loads no extension, and each statement is checked
-before it runs (:mod:`crawl_platform.store.lockdown`); a refused one is one line saying why.
-Writes take the lake's write lock statement by statement (:meth:`CrawlStore.lake_write_lock`),
-so they take turns with the crawl's writers. The
-``duckdb`` package has no shell, so :func:`run_shell` is a small line loop: a statement ends with
-``;``, ``.quit`` or the end of input leaves. Results go to a :class:`ResultPrinter`.
-The CLI (:mod:`crawl_platform.cli.lake`) wires the three.
+before it runs (:mod:`.lockdown`); a refused one is one line saying why. Writes take the lake's
+write lock statement by statement (:meth:`CrawlStore.lake_write_lock`), so they take turns with
+the crawl's writers. Results go to a :class:`ResultSink`; the shell and its printer are
+:mod:`crawl_platform.cli.shell`'s.
 """
 
 from __future__ import annotations
 
-import csv
-import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, TextIO
+from typing import Any, Protocol
 
 import duckdb
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
+from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.location import LAKE, LakeLocation
 from crawl_platform.store.lockdown import lock_down, refusal
 from crawl_platform.store.transfer import connect, one_line
 
-PROMPT = "lake> "
-CONTINUATION = "  ...> "
-TABLE_ROWS = 1000  # a terminal table shows at most this many rows; --csv prints them all
-CHUNK = 10_000
-Format = Literal["table", "plain", "csv"]
-
+CHUNK = 10_000  # rows fetched from DuckDB at a time
 READ_ONLY_HINT = "read-only session; use --write"
 # DuckDB's words when the read-only attach or the lockdown stops a statement.
 _LOCKED_OUT = ("read-only mode", "disabled by configuration", "disabled through configuration",
                "the configuration has been locked")
-
-HELP = """Statements end with ';' and may span lines. The lake is attached as `lake` and in use.
-.tables   the lake's tables
-.help     this text
-.quit     leave (also .exit, Ctrl-D)"""
 
 
 class QueryError(RuntimeError):
     """A statement failed; ``str(err)`` is DuckDB's message as one line (the CLI exits 1)."""
 
 
-class ResultPrinter:
-    """Prints each statement's result: a rich table (the first :data:`TABLE_ROWS` rows), plain
-    tab-separated rows with a header line (one row a line: tabs and newlines in values escaped,
-    NULL as ``NULL``), or CSV (NULL as an empty field)."""
-
-    def __init__(self, out: TextIO, fmt: Format) -> None:
-        self.out = out
-        self.fmt = fmt
+class ResultSink(Protocol):
+    """Where a session's results go (:class:`crawl_platform.cli.shell.ResultPrinter` prints them)."""
 
     def rows(self, names: Sequence[str], chunks: Iterator[list[tuple[Any, ...]]]) -> None:
-        if self.fmt == "csv":
-            writer = csv.writer(self.out, lineterminator="\n")
-            writer.writerow(names)
-            for chunk in chunks:
-                writer.writerows(chunk)
-        elif self.fmt == "plain":
-            self.out.write("\t".join(names) + "\n")
-            for chunk in chunks:
-                self.out.writelines("\t".join(_plain(v) for v in row) + "\n" for row in chunk)
-        else:
-            self._table(names, chunks)
-        self.out.flush()
+        """A statement's rows: its column ``names``, then the rows chunk by chunk as DuckDB produces them."""
 
     def changed(self, count: int) -> None:
-        self.out.write(f"{count} row{'s' if count != 1 else ''} changed\n")
-        self.out.flush()
-
-    def _table(self, names: Sequence[str], chunks: Iterator[list[tuple[Any, ...]]]) -> None:
-        table = Table(*names)
-        shown = total = 0
-        for chunk in chunks:
-            total += len(chunk)
-            for row in chunk[: max(0, TABLE_ROWS - shown)]:
-                table.add_row(*(Text("NULL", style="dim") if v is None else Text(str(v)) for v in row))
-                shown += 1
-        console = Console(file=self.out, soft_wrap=False)
-        console.print(table)
-        more = f", the first {shown} shown (--csv prints all)" if total > shown else ""
-        console.print(f"{total} row{'s' if total != 1 else ''}{more}", highlight=False)
-
-
-def _plain(value: object) -> str:
-    if value is None:
-        return "NULL"
-    return str(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+        """An ``INSERT``, ``UPDATE`` or ``DELETE`` changed ``count`` rows."""
 
 
 class LakeSession:
@@ -139,7 +85,7 @@ class LakeSession:
             raise
         return cls(con, location, store.lake_write_lock if write else None)
 
-    def run(self, sql: str, printer: ResultPrinter) -> None:
+    def run(self, sql: str, printer: ResultSink) -> None:
         """Run every statement in ``sql`` in turn and print each result; the first that fails, or
         that a read-only session refuses, raises :class:`QueryError` (statements before it stay
         done)."""
@@ -198,7 +144,7 @@ class _Result:
     changed: int | None
 
 
-def _show(result: _Result | None, printer: ResultPrinter) -> None:
+def _show(result: _Result | None, printer: ResultSink) -> None:
     if result is None:
         return
     if result.chunks is not None:
@@ -210,75 +156,3 @@ def _show(result: _Result | None, printer: ResultPrinter) -> None:
 def _chunks(result: duckdb.DuckDBPyConnection) -> Iterator[list[tuple[Any, ...]]]:
     while chunk := result.fetchmany(CHUNK):
         yield chunk
-
-
-def run_shell(session: LakeSession, read_line: Callable[[str], str], printer: ResultPrinter,
-              err: TextIO) -> int:
-    """Read statements with ``read_line(prompt)`` (which raises EOFError at the end of input)
-    until ``.quit``; run each once it ends with ``;`` and print its result, or its error as one
-    line on ``err``. Returns how many statements failed."""
-    failed = 0
-    buffer: list[str] = []
-    while True:
-        try:
-            line = read_line(CONTINUATION if buffer else PROMPT)
-        except EOFError:
-            break
-        except KeyboardInterrupt:  # Ctrl-C drops the statement being typed, as shells do
-            buffer = []
-            err.write("\n")
-            continue
-        if not buffer and line.strip().startswith("."):
-            command = line.strip().split()[0]
-            if command in (".quit", ".exit"):
-                break
-            if command == ".tables":
-                buffer = ["SHOW TABLES;"]
-            else:
-                err.write(HELP + "\n" if command == ".help" else f"unknown command {command} (try .help)\n")
-                continue
-        else:
-            buffer.append(line)
-        if "\n".join(buffer).rstrip().endswith(";"):
-            failed += _run_one(session, "\n".join(buffer), printer, err)
-            buffer = []
-    if "\n".join(buffer).strip():  # the end of input ends the last statement too
-        failed += _run_one(session, "\n".join(buffer), printer, err)
-    return failed
-
-
-def _run_one(session: LakeSession, sql: str, printer: ResultPrinter, err: TextIO) -> int:
-    try:
-        session.run(sql, printer)
-    except (QueryError, StoreBusyError) as exc:
-        err.write(f"{exc}\n")
-        err.flush()
-        return 1
-    except KeyboardInterrupt:
-        err.write("interrupted\n")
-        return 1
-    return 0
-
-
-def stream_reader(stream: TextIO) -> Callable[[str], str]:
-    """A ``read_line`` for :func:`run_shell` over a script on ``stream`` (no prompts)."""
-
-    def read_line(_prompt: str) -> str:
-        line = stream.readline()
-        if not line:
-            raise EOFError
-        return line.rstrip("\n")
-
-    return read_line
-
-
-def terminal_reader() -> Callable[[str], str]:
-    """A ``read_line`` for a person at a terminal: prompts, line editing and history (readline)."""
-    with suppress(ImportError):  # platforms without readline still get a plain prompt
-        import readline  # noqa: F401, PLC0415 - imported for its effect on input()
-    return input
-
-
-def default_format(out: TextIO = sys.stdout) -> Format:
-    """A table on a terminal, plain rows in a pipe."""
-    return "table" if out.isatty() else "plain"

@@ -20,13 +20,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from crawl_platform.archive.reader import archived_responses
+from crawl_platform.dedup.near_duplicates import UnknownCrawlError
 from crawl_platform.parse.markdown import extract_markdown
+from crawl_platform.store import crawls, documents_markdown
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.near_duplicates import UnknownCrawlError
-
-_PENDING = """SELECT d.url, d.version, p.warc_file IS NOT NULL FROM documents d JOIN pages p USING (url, version)
-              WHERE p.crawl_id = ? AND NOT EXISTS (
-                  SELECT 1 FROM documents_markdown m WHERE m.url = d.url AND m.version = d.version)"""
 
 
 @dataclass
@@ -44,7 +41,8 @@ def land_markdown(store: CrawlStore, crawl_ids: Sequence[str] = ()) -> MarkdownR
     """Extract and land every pending version of the crawls (every registered crawl if none given)."""
     clock = time.perf_counter()
     report = MarkdownReport()
-    known = {row[0] for row in store.query("SELECT crawl_id FROM crawls")}
+    with store.read() as con:
+        known = crawls.crawl_ids(con)
     unknown = sorted(set(crawl_ids) - known)
     if unknown:
         raise UnknownCrawlError(f"unknown crawl: {', '.join(unknown)} (crawls in the lake: "
@@ -52,7 +50,8 @@ def land_markdown(store: CrawlStore, crawl_ids: Sequence[str] = ()) -> MarkdownR
     report.crawls = sorted(set(crawl_ids) or known)
     rows: list[tuple[object, ...]] = []
     for crawl_id in report.crawls:
-        pending = store.query(_PENDING, [crawl_id])
+        with store.read() as con:
+            pending = documents_markdown.pending_versions(con, crawl_id)
         report.unarchived += sum(1 for _url, _version, archived in pending if not archived)
         wanted = {(url, version) for url, version, archived in pending if archived}
         if not wanted:
@@ -66,13 +65,7 @@ def land_markdown(store: CrawlStore, crawl_ids: Sequence[str] = ()) -> MarkdownR
         ("url", pa.string()), ("version", pa.int32()), ("markdown", pa.string()), ("published_date", pa.date32()),
         ("extractor", pa.string()), ("error", pa.string())))})
     with store.write() as con:
-        con.register("extracted_markdown", table)
-        inserted = con.execute(
-            """INSERT INTO documents_markdown (url, version, markdown, published_date, extractor, error)
-               SELECT e.* FROM extracted_markdown e WHERE NOT EXISTS (
-                   SELECT 1 FROM documents_markdown m WHERE m.url = e.url AND m.version = e.version)"""
-        ).fetchone()
-    report.extracted = int(inserted[0]) if inserted else 0
+        report.extracted = documents_markdown.insert_new(con, table)
     report.with_markdown = sum(1 for r in rows if r[2] is not None)
     report.with_date = sum(1 for r in rows if r[3] is not None)
     report.errors = sum(1 for r in rows if r[2] is None)

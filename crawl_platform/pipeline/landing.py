@@ -1,14 +1,13 @@
-"""Lands one fetched batch in DuckDB: versioned pages, documents, links and the batch's items.
+"""Lands one fetched batch: its fetch results and parsed pages as the rows of one store transaction.
 
 Called by the crawl batch after fetching and parsing; followed by :mod:`crawl_platform.frontier.frontier`,
-which reads what landed here to grow the frontier. One transaction per batch, Arrow bulk
-inserts, set-based versioning in SQL: a URL gets a new ``pages`` version only when its content
-hash differs from its latest version, so landing the same batch twice adds nothing, and a
-``304 Not Modified`` adds nothing either. The same transaction writes back what the fetcher
-learned about its hosts (robots.txt, adaptive delay) to the ``hosts`` table and each fetched URL's
-revisit interval (:mod:`.revisits`), and
-:func:`latest_versions` gives the next crawl the ETag/Last-Modified for conditional requests, and
-the content hash that spares the parse of a body the lake has already (see :func:`land_batch`).
+which reads what landed here to grow the frontier. :func:`land_batch` builds the batch's rows as
+Arrow tables and writes them in one transaction: versioned pages, documents and links
+(:mod:`crawl_platform.store.pages`: a URL gets a new version only when its content hash differs
+from its latest, so landing the same batch twice adds nothing, and a ``304 Not Modified`` adds
+nothing either), the batch's items and offset ranges (:mod:`crawl_platform.store.batches`), what
+the fetcher learned about its hosts (robots.txt, adaptive delay; :mod:`crawl_platform.store.hosts`)
+and each fetched URL's revisit interval (:mod:`crawl_platform.store.revisits`).
 """
 
 from __future__ import annotations
@@ -24,11 +23,12 @@ from crawl_platform.archive.writer import RecordPointer
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchResult
-from crawl_platform.fetch.politeness import HostRecord
-from crawl_platform.frontier.states import BatchOutcome
 from crawl_platform.parse.html import ParsedPage
+from crawl_platform.states import BatchOutcome
+from crawl_platform.store.batches import record_items, record_ranges
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.hosts import save_hosts
+from crawl_platform.store.hosts import HostRecord, save_hosts
+from crawl_platform.store.pages import land_versions, latest_versions
 from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy, update_revisits
 
 
@@ -51,30 +51,6 @@ def outcome_of(result: FetchResult | None, postponed: bool = False) -> BatchOutc
     if result.status is None or result.status >= 400:
         return BatchOutcome.FAILED
     return BatchOutcome.FETCHED  # a 304 too: the crawl has the page, in its latest version
-
-
-@dataclass(frozen=True)
-class LatestVersion:
-    """What a recrawl of a URL takes from its latest stored version."""
-
-    content_hash: str | None  # a response with this hash lands no new version: it need not be parsed
-    etag: str | None  # the validators of a 200 that sent them, for If-None-Match / If-Modified-Since
-    last_modified: str | None
-
-
-def latest_versions(con: Any, urls: Sequence[str]) -> dict[str, LatestVersion]:
-    """The latest version of each of ``urls`` the lake has (one query). Its validators only for a
-    200: a 304 to a conditional request would keep an error as the page's latest version."""
-    if not urls:
-        return {}
-    con.register("wanted_urls", pa.table({"url": list(urls)}))
-    rows = con.execute(
-        """SELECT url, content_hash, etag, last_modified, status FROM pages WHERE url IN (SELECT url FROM wanted_urls)
-           QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1"""
-    ).fetchall()
-    con.unregister("wanted_urls")
-    return {url: LatestVersion(digest, *((etag, modified) if status == 200 else (None, None)))
-            for url, digest, etag, modified, status in rows}
 
 
 def main_content_columns(parsed: Sequence[ParsedPage]) -> dict[str, pa.Array]:
@@ -140,52 +116,9 @@ def land_batch(
             late += again
             tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
         pages, docs, links = tables
-        con.register("inc_pages", pages)
-        # The lake supports no RETURNING: the new versions are computed first, then inserted.
-        con.execute(
-            """
-            CREATE OR REPLACE TEMP TABLE new_pages AS
-            SELECT i.url, i.crawl_id, (coalesce(l.v, 0) + 1)::INTEGER AS version, i.status, i.fetched_at,
-                   i.content_hash, i.content_type, i.final_url, ?::VARCHAR AS batch_id, i.error,
-                   i.content_length, i.elapsed_ms, i.etag, i.last_modified, i.redirect_chain, i.charset,
-                   i.warc_file, i.warc_offset, i.warc_length
-            FROM inc_pages i
-            LEFT JOIN (SELECT url, max(version) AS v, arg_max(content_hash, version) AS h
-                       FROM pages WHERE url IN (SELECT url FROM inc_pages) GROUP BY url) l USING (url)
-            WHERE l.h IS NULL OR l.h <> i.content_hash
-            """,
-            [batch_id],
-        )
-        con.execute(
-            """INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
-                                  final_url, batch_id, error, content_length, elapsed_ms, etag, last_modified,
-                                  redirect_chain, charset, warc_file, warc_offset, warc_length)
-               SELECT * FROM temp.new_pages"""
-        )
-        new_versions = con.execute("SELECT url, version FROM temp.new_pages").fetch_arrow_table()
-        con.execute("DROP TABLE temp.new_pages")
-        con.register("new_versions", new_versions)
-        con.register("inc_docs", docs)
-        con.register("inc_links", links)
-        n_docs = con.execute(
-            """INSERT INTO documents (url, version, title, text, main_text, language, simhash, extractor,
-                                      main_text_error, parse_error, links_truncated)
-               SELECT d.url, n.version, d.title, d.text, d.main_text, d.language, d.simhash, d.extractor,
-                      d.main_text_error, d.parse_error, d.links_truncated
-               FROM inc_docs d JOIN new_versions n USING (url)"""
-        ).fetchone()
-        n_links = con.execute(
-            """INSERT INTO links (src_url, src_version, dst_url, anchor_text)
-               SELECT k.url, n.version, k.dst_url, k.anchor_text FROM inc_links k JOIN new_versions n USING (url)"""
-        ).fetchone()
-        con.register("inc_items", batch_items)
-        con.execute("DELETE FROM batch_items WHERE batch_id = ?", [batch_id])
-        con.execute(
-            """INSERT INTO batch_items (batch_id, crawl_id, url, depth, outcome)
-               SELECT DISTINCT ON (crawl_id, url) ?, crawl_id, url, depth, outcome
-               FROM inc_items""",
-            [batch_id],
-        )
+        landed = land_versions(con, batch_id, pages, docs, links)
+        new_versions = landed.versions
+        record_items(con, batch_id, batch_items)
         _record_ranges(con, batch_id)
         save_hosts(con, hosts, datetime.now(UTC).replace(tzinfo=None))
         changed = set(new_versions.column("url").to_pylist())
@@ -198,8 +131,8 @@ def land_batch(
         }), revisit)
     return LandedBatch(
         new_versions=new_versions.num_rows,
-        documents=int(n_docs[0]) if n_docs else 0,
-        links=int(n_links[0]) if n_links else 0,
+        documents=landed.documents,
+        links=landed.links,
         snapshot_id=store.last_snapshot_id,
         parsed_late=late,
     )
@@ -266,8 +199,5 @@ def _record_ranges(con: Any, batch_id: str) -> None:
         epoch, ranges = parse_batch_key(batch_id)
     except ValueError:
         return
-    con.execute(
-        """INSERT INTO batch_ranges (batch_id, epoch, "partition", start_offset, end_offset)
-           SELECT ?, ?, unnest(?::INTEGER[]), unnest(?::BIGINT[]), unnest(?::BIGINT[])""",
-        [batch_id, epoch, [r.partition for r in ranges], [r.start for r in ranges], [r.end for r in ranges]],
-    )
+    record_ranges(con, batch_id, epoch, [r.partition for r in ranges], [r.start for r in ranges],
+                  [r.end for r in ranges])

@@ -27,8 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from crawl_platform.frontier.states import URLState
 from crawl_platform.parse.simhash import BITS, hamming
+from crawl_platform.store import crawls, duplicates
 from crawl_platform.store.database import CrawlStore
 
 DEFAULT_MAX_DISTANCE = 3
@@ -143,16 +143,7 @@ def _group(found: list[DocumentPrint]) -> DuplicateGroup:
 
 def crawl_prints(con: Any, crawl_id: str) -> list[DocumentPrint]:
     """The crawl's fetched URLs at their latest version, where that is a 2xx page with a document."""
-    rows = con.execute(
-        """WITH latest AS (
-               SELECT url, version, status, content_hash FROM pages
-               WHERE url IN (SELECT url FROM frontier WHERE crawl_id = ? AND state = ?)
-               QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1)
-           SELECT l.url, l.version, l.content_hash, d.simhash
-           FROM latest l JOIN documents d USING (url, version)
-           WHERE l.status BETWEEN 200 AND 299 ORDER BY l.url""",
-        [crawl_id, URLState.FETCHED.value],
-    ).fetchall()
+    rows = duplicates.document_prints(con, crawl_id)
     return [DocumentPrint(url, version, content, simhash) for url, version, content, simhash in rows]
 
 
@@ -165,7 +156,7 @@ def find_near_duplicates(store: CrawlStore, crawl_ids: Sequence[str] = (),
     report = NearDuplicateReport()
     found: dict[str, list[DuplicateGroup]] = {}
     with store.read() as con:
-        known = {row[0] for row in con.execute("SELECT crawl_id FROM crawls").fetchall()}
+        known = crawls.crawl_ids(con)
         unknown = sorted(set(crawl_ids) - known)
         if unknown:
             raise UnknownCrawlError(f"unknown crawl: {', '.join(unknown)} (crawls in the lake: "
@@ -182,11 +173,7 @@ def find_near_duplicates(store: CrawlStore, crawl_ids: Sequence[str] = (),
         ("crawl_id", pa.string()), ("group_id", pa.int32()), ("url", pa.string()), ("version", pa.int32()),
         ("representative", pa.string()), ("kind", pa.string()), ("distance", pa.int32())))})
     with store.write() as con:
-        con.register("found_duplicates", table)
-        con.register("grouped_crawls", pa.table({"crawl_id": pa.array(report.crawls, pa.string())}))
-        con.execute("DELETE FROM near_duplicates WHERE crawl_id IN (SELECT crawl_id FROM grouped_crawls)")
-        con.execute("""INSERT INTO near_duplicates (crawl_id, group_id, url, version, representative, kind, distance)
-                       SELECT * FROM found_duplicates""")
+        duplicates.replace_groups(con, report.crawls, table)
     groups = [g for per_crawl in found.values() for g in per_crawl]
     report.groups = len(groups)
     report.exact_groups = sum(all(m.kind == "exact" for m in g.members) for g in groups)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import CrawlStore, current_snapshot
+from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.schema import TABLES
 from crawl_platform.store.transfer import (
@@ -31,9 +31,11 @@ from crawl_platform.store.transfer import (
     TableFingerprint,
     TransferFailedError,
     TransferRefusedError,
+    archive_files,
     copy_tables,
     one_line,
     refuse_unless_empty,
+    snapshot_to_copy,
     write_transaction,
 )
 
@@ -102,9 +104,9 @@ def backup_lake(store: CrawlStore, dest: Path, snapshot: int | None = None) -> M
     try:
         source = Source.lake(store.location, f"the lake {store.location.shown_catalog}")
         with write_transaction(target, source) as con:
-            snapshot_id, snapshot_time = _snapshot(con, source.alias, snapshot)
+            snapshot_id, snapshot_time = snapshot_to_copy(con, source.alias, snapshot)
             tables = copy_tables(con, {t: f"{source.alias}.main.{t} AT (VERSION => {snapshot_id})" for t in TABLES})
-            warc_files = _archive_files(con, f"{source.alias}.main.pages AT (VERSION => {snapshot_id})")
+            warc_files = archive_files(con, f"{source.alias}.main.pages AT (VERSION => {snapshot_id})")
         _copy_archive(warc_files, store.archive_root, dest / ARCHIVE)
         manifest = Manifest(snapshot_id, snapshot_time, _now(), store.location.shown_catalog, duckdb.__version__,
                             tables, len(warc_files))
@@ -152,33 +154,6 @@ def restore_lake(src: Path, target_location: LakeLocation, *, replace: bool = Fa
     finally:
         target.close()
     return manifest
-
-
-def _snapshot(con: duckdb.DuckDBPyConnection, alias: str, wanted: int | None) -> tuple[int, str]:
-    """The snapshot to read (the latest when ``wanted`` is None) and its commit time; refused when
-    the lake has no such snapshot or its crawl tables did not exist yet."""
-    latest = current_snapshot(con, alias)
-    snapshot_id = latest if wanted is None else wanted
-    row = con.execute(f"SELECT snapshot_time FROM {alias}.snapshots() WHERE snapshot_id = ?", [snapshot_id]).fetchone()
-    if row is None:
-        raise TransferRefusedError(f"the lake has no snapshot {snapshot_id} (its latest is {latest})")
-    for table in TABLES:
-        try:
-            con.execute(f"DESCRIBE SELECT * FROM {alias}.main.{table} AT (VERSION => {snapshot_id})")
-        except duckdb.CatalogException:
-            raise TransferRefusedError(f"snapshot {snapshot_id} predates the crawl tables "
-                                       f"(no {table} yet): pick a later one") from None
-    when: datetime = row[0]
-    return snapshot_id, when.astimezone(UTC).isoformat()
-
-
-def _archive_files(con: duckdb.DuckDBPyConnection, pages: str) -> list[str]:
-    """The WARC files the pages at a snapshot point into (none before the archive existed)."""
-    columns = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {pages}").fetchall()}
-    if "warc_file" not in columns:
-        return []
-    return [r[0] for r in con.execute(f"SELECT DISTINCT warc_file FROM {pages} WHERE warc_file IS NOT NULL "
-                                      "ORDER BY 1").fetchall()]
 
 
 def _copy_archive(files: list[str], src_root: Path, dest_root: Path) -> None:

@@ -1,8 +1,9 @@
 """Data-quality rules for the ``pages`` and ``documents`` tables, run as Great Expectations suites.
 
 Each crawl batch lands rows in DuckDB (see ``schema.sql``); the Dagster asset checks in
-``assets/checks.py`` read that batch's rows into a DataFrame and call :func:`validate_pages` or
-:func:`validate_documents` here. This module owns the rules and turns Great Expectations'
+``assets/checks.py`` read that batch's rows into a DataFrame (:func:`read_pages`,
+:func:`read_documents`, through :mod:`crawl_platform.store.check_rows`) and call
+:func:`validate_pages` or :func:`validate_documents` here. This module owns the rules and turns Great Expectations'
 results into the small frozen :class:`SuiteResult` / :class:`ExpectationOutcome` values the
 Dagster layer reports as check metadata. It never imports Dagster, and Great Expectations is
 imported lazily on the first non-empty validation because importing it costs seconds.
@@ -15,7 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from crawl_platform.store import check_rows
+
 if TYPE_CHECKING:
+    import duckdb
     import pandas as pd
     from great_expectations.core.batch_definition import BatchDefinition
     from great_expectations.core.expectation_suite import ExpectationSuite
@@ -286,14 +290,6 @@ def validate_frame(suite: str, rules: Sequence[Rule], df: pd.DataFrame) -> Suite
     return _validate(suite, rules, df)
 
 
-# A statement and its bound parameters: the rows of some batches that a suite checks.
-Query = tuple[str, list[object] | None]
-
-
-def _in_batches(column: str, batches: list[str]) -> str:
-    return f" WHERE {column} IN ({', '.join('?' for _ in batches)})"
-
-
 def rule_columns(rules: Sequence[_Rule]) -> list[str]:
     """The columns ``rules`` look at, each once, in rule order: all a check reads of its table.
     The documents' ``main_text`` and the pages' redirect chains, say, stay on disk (the Parquet
@@ -317,35 +313,12 @@ def nullness_only(rules: Sequence[_Rule]) -> set[str]:
     return set(rule_columns(rules)) - by_value
 
 
-def _select(rules: Sequence[_Rule], alias: str = "") -> str:
-    """The rules' columns; one read only for its nullness is TRUE or NULL, so a check of 20,000
-    documents does not load 20,000 texts."""
-    markers = nullness_only(rules)
-    return "SELECT " + ", ".join(
-        f"CASE WHEN {alias}{column} IS NULL THEN NULL ELSE TRUE END AS {column}" if column in markers
-        else f"{alias}{column}" for column in rule_columns(rules))
+def read_pages(con: duckdb.DuckDBPyConnection, batches: list[str] | None) -> pd.DataFrame:
+    """The pages rows of ``batches`` (all rows if None), in the columns the pages rules look at
+    (:func:`rule_columns`; those only looked at for nullness as TRUE or NULL)."""
+    return check_rows.pages_frame(con, rule_columns(PAGES_RULES), nullness_only(PAGES_RULES), batches)
 
 
-def pages_query(batches: list[str] | None) -> Query:
-    """SQL and parameters reading the pages rows of ``batches`` (all rows if None): the columns
-    the pages rules look at."""
-    if batches is None:
-        return _select(PAGES_RULES) + " FROM pages", None
-    return _select(PAGES_RULES) + " FROM pages" + _in_batches("batch_id", batches), list(batches)
-
-
-def documents_query(batches: list[str] | None) -> Query:
-    """SQL and parameters reading the documents of ``batches`` (all rows if None): the columns
-    the documents rules look at.
-
-    documents has no batch_id: a document belongs to the batch that wrote its (url, version)
-    page, and (url, version) is the primary key of pages, so the join cannot duplicate rows.
-    """
-    if batches is None:
-        return _select(DOCUMENTS_RULES) + " FROM documents", None
-    sql = (
-        _select(DOCUMENTS_RULES, "d.")
-        + " FROM documents AS d JOIN pages AS p ON p.url = d.url AND p.version = d.version"
-        + _in_batches("p.batch_id", batches)
-    )
-    return sql, list(batches)
+def read_documents(con: duckdb.DuckDBPyConnection, batches: list[str] | None) -> pd.DataFrame:
+    """The documents of ``batches`` (all rows if None), in the columns the documents rules look at."""
+    return check_rows.documents_frame(con, rule_columns(DOCUMENTS_RULES), nullness_only(DOCUMENTS_RULES), batches)

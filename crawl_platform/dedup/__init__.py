@@ -1,0 +1,1 @@
+"""Near-duplicate detection over landed documents (near_duplicates), read from and written to the store."""
