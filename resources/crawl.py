@@ -22,6 +22,7 @@ from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader
 from crawl_platform.pipeline.continuation import Continuation
+from crawl_platform.pipeline.coordinator import CrawlCoordinator
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher
@@ -91,6 +92,10 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
 
     def batch_crawler(self) -> BatchCrawler:
         return BatchCrawler.from_settings(self.settings())
+
+    def coordinator(self) -> CrawlCoordinator:
+        """The engine's crawl coordinator, which the Kafka sensors ask what to run next."""
+        return CrawlCoordinator.from_settings(self.settings())
 
     def continuation(self, shared_workers: bool = False) -> Continuation:
         settings = self.settings()

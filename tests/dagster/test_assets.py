@@ -189,7 +189,7 @@ def test_a_batch_run_goes_on_to_the_next_levels_each_materialised_as_its_own_par
     assert sorted(u for (u,) in store.query("SELECT url FROM pages")) == sorted(expected)
     assert fetched == len(expected)
     own = next(m for m in events if m.asset_key.to_user_string() == "frontier" and m.partition == key)
-    assert own.metadata["levels_continued"].value == len(levels)
+    assert own.metadata["batches_continued"].value == len(levels)
 
 
 def test_a_runs_steps_share_one_set_of_parse_workers_that_outlives_them(crawl_env, bus, store, site, instance,
@@ -217,7 +217,7 @@ def test_a_runs_steps_share_one_set_of_parse_workers_that_outlives_them(crawl_en
         own = next(m.materialization for m in result.get_asset_materialization_events()
                    if m.materialization.asset_key.to_user_string() == "frontier"
                    and m.materialization.partition == batch_key(0, latest))
-        assert own.metadata["levels_continued"].value >= 1
+        assert own.metadata["batches_continued"].value >= 1
     # Started once (by the first run's frontier step: its seed batch was too small for them, see
     # CRAWL_PARSE_WORKERS_FROM); every later level of both runs parsed with them.
     assert [count for count in started if count] == [Settings().parse_workers]  # 0: the seed's, parsed in the step
