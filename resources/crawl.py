@@ -111,8 +111,8 @@ _RUN_PARSE_WORKERS: dict[int, ParseWorkers] = {}  # by process id: a fork starts
 def run_parse_workers(settings: Settings, start: bool = True) -> ParseWorkers | None:
     """The parse workers that every step of this process shares, started at the first call
     (``start`` False: only those started already, else None): with
-    the in-process executor a run's steps (plan, fetch, land, then the levels its frontier step
-    goes on to) run in the run's process, which started them once per step before, 0.4 s of
+    the in-process executor a run's steps (plan, fetch, land, then the next batches its frontier
+    step goes on to) run in the run's process, which started them once per step before, 0.4 s of
     waiting each time (docs/benchmarks.md, session 20). They end with the process. None with
     ``CRAWL_PARSE_WORKERS=0``. Only steps that share their run's process ask for them: a Celery
     worker process outlives the steps it runs, and each of those starts and ends its own."""

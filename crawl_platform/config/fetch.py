@@ -124,7 +124,7 @@ class FetchSettings(BaseSettings):
         1, ge=0, le=16, validation_alias=AliasChoices("CRAWL_PARSE_WORKERS", "parse_workers"),
         description="Processes a fetch step starts to parse its pages while its threads go on fetching "
         "(fetching and parsing then use two cores); once the fetch is over the step's process parses "
-        "beside them. A run starts them once and keeps them for every link level it goes on to. "
+        "beside them. A run starts them once and keeps them for every next batch it goes on to. "
         "0: parse in the step's own process after the fetch.",
     )
     parse_workers_from: int = Field(

@@ -35,8 +35,8 @@ class RunSettings(BaseSettings):
     )
     run_continue_s: float = Field(
         60.0, ge=0, le=3600, validation_alias=AliasChoices("CRAWL_RUN_CONTINUE_S", "run_continue_s"),
-        description="A batch run goes on to its partitions' next link level by itself, in its own process, "
-        "for up to this many seconds, instead of a sensor pass and a run start per level; 0: one batch "
+        description="A batch run goes on to its partitions' next batch by itself, in its own process, "
+        "for up to this many seconds, instead of a sensor pass and a run start per batch; 0: one batch "
         "per run. Not on the Celery executor, where a run's fetch fans out over workers.",
     )
     batch_max_bytes: int = Field(
@@ -94,7 +94,7 @@ class RunSettings(BaseSettings):
     )
 
     def continue_seconds(self) -> float:
-        """How long a sensor-started batch run goes on to its partitions' next link levels
+        """How long a sensor-started batch run goes on to its partitions' next batches
         (``CRAWL_RUN_CONTINUE_S``; 0 on Celery), always well inside the run timeout."""
         if self.executor == "celery":
             return 0.0

@@ -19,7 +19,7 @@ run, and kept a private copy of every page of it that the run then wrote or free
 100,000 pages (docs/benchmarks.md, sessions 17 and 18). They die with the step's process
 (``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind. One set of workers serves every
 pool of its owner (:class:`~crawl_platform.pipeline.shard.ShardFetcher`, or a Dagster run's process,
-which lends them to each of its steps), so a run that goes on level after level starts them once.
+which lends them to each of its steps), so a run that goes on batch after batch starts them once.
 """
 
 from __future__ import annotations

@@ -112,8 +112,11 @@ class LandingOutcome:
 
 
 class BatchReader:
-    """Reads a batch's offset ranges from the bus, dead-letters bad messages, and works out what
-    to fetch from the store (one short read); writes nothing to the store."""
+    """Reads a batch's offset ranges from the bus and works out what to fetch from the store (one
+    short read). It writes nothing to the store; it publishes what the batch will not fetch: bad
+    messages (undecodable, of an unknown crawl, outside the crawl's frontier) to the dead-letter
+    topic, and URLs that another crawl of the batch fetches its own way back to the frontier topic,
+    for a later batch."""
 
     def __init__(self, bus: Bus, store: CrawlStore, read_model: FrontierReadModel) -> None:
         self.bus = bus

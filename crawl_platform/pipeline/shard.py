@@ -40,7 +40,7 @@ class ShardFetcher:
     """Fetches, archives and parses one shard of whole hosts; needs neither the bus nor the store.
     With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
     disk before this returns, so before any row points into it). Its parse workers are started at
-    the first shard and parse every later one too (a continuing run's levels), until :meth:`close`;
+    the first shard and parse every later one too (a continuing run's next batches), until :meth:`close`;
     or they are lent by an owner that keeps them beyond it (``workers``)."""
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE, archive: Path | None = None, *,
