@@ -14,12 +14,13 @@ what a retried or lost batch does; this module maps it onto Dagster steps and re
 as metadata.
 
 A run the frontier sensor started then goes on, in its ``frontier`` step, to its partitions' next
-link levels (:mod:`crawl_platform.pipeline.continuation`, up to ``CRAWL_RUN_CONTINUE_S``): each is
-added as a partition of its own and materialised as such (``pages``, ``documents``, ``links``,
-``frontier``, with the same metadata), so a level costs no sensor pass and no run start.
+batches (:mod:`crawl_platform.pipeline.continuation`, up to ``CRAWL_RUN_CONTINUE_S``): the
+coordinator cuts each and adds it as a partition of its own, and the step reads, fetches, lands and
+expands it and materialises it as such (``pages``, ``documents``, ``links``, ``frontier``, with the
+same metadata), so a next batch costs no sensor pass and no run start.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from dagster import (
     AssetExecutionContext,
@@ -28,6 +29,7 @@ from dagster import (
     AssetOut,
     Backoff,
     Config,
+    DagsterInstance,
     DynamicOut,
     DynamicOutput,
     DynamicPartitionsDefinition,
@@ -48,7 +50,7 @@ from dagster import (
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.pipeline.batch import BatchReport, HandoffLostError, PreparedBatch, expand_batch
-from crawl_platform.pipeline.continuation import LevelDone, continue_levels
+from crawl_platform.pipeline.continuation import ContinuedBatch, continue_batches
 from crawl_platform.pipeline.shard import ShardResult
 from crawl_platform.store.hosts import HostRecord
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
@@ -56,7 +58,8 @@ from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, discard_runs
 
 CODE_VERSION = "2"
-frontier_batches = DynamicPartitionsDefinition(name="frontier_batches")
+FRONTIER_BATCHES = "frontier_batches"
+frontier_batches = DynamicPartitionsDefinition(name=FRONTIER_BATCHES)
 batch_retry = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL)
 
 Shard = tuple[list[FetchRequest], list[HostRecord], int]  # its requests, their hosts, its byte budget
@@ -207,9 +210,20 @@ def crawl_batch(crawls: None) -> dict[str, object]:
 
 class FrontierConfig(Config):
     continue_seconds: float = 0.0
-    """Go on to the batch's partitions' next link levels for up to this many seconds, each landed
-    as its own partition (the sensor sets CRAWL_RUN_CONTINUE_S; a manual materialisation does not
-    go on, since the sensor keeps cutting partitions that no sensor-started run holds)."""
+    """Go on to the batch's partitions' next batches for up to this many seconds, each landed as
+    its own partition (the sensor sets CRAWL_RUN_CONTINUE_S; a manual materialisation does not go
+    on, since the sensor keeps cutting partitions that no sensor-started run holds)."""
+
+
+class _InstancePartitions:
+    """The partitions of ``frontier_batches`` on the run's instance (the coordinator's
+    :class:`~crawl_platform.pipeline.coordinator.PartitionRegistry`)."""
+
+    def __init__(self, instance: DagsterInstance) -> None:
+        self.instance = instance
+
+    def add_partitions(self, keys: Sequence[str]) -> None:
+        self.instance.add_dynamic_partitions(FRONTIER_BATCHES, list(keys))
 
 
 @asset(
@@ -219,14 +233,15 @@ class FrontierConfig(Config):
     code_version=CODE_VERSION,
     group_name="crawl",
     pool=DUCKDB_WRITER_POOL,
-    description="Every URL each crawl knows and its state; new in-scope links are published to Kafka, "
-                "and the batch's page events to the pages topic. A sensor-started run then goes on to "
-                "its partitions' next link levels (CRAWL_RUN_CONTINUE_S), each materialised as its own partition.",
+    description="Every URL each crawl knows and its state: the batch's new in-scope links are admitted and "
+                "published to Kafka, and its page events to the pages topic. In a sensor-started run this step "
+                "then reads, fetches, lands and expands its partitions' next batches (CRAWL_RUN_CONTINUE_S), "
+                "each materialised as its own partition.",
 )
 def frontier(context: AssetExecutionContext, config: FrontierConfig,
              crawl: CrawlSettingsResource) -> Iterator[AssetMaterialization | MaterializeResult[None]]:
     """Admit the batch's new in-scope links, close its items, publish to the frontier topic; then
-    fetch, land and expand the next levels of its partitions (see
+    read, fetch, land and expand the next batches of its partitions (see
     :mod:`crawl_platform.pipeline.continuation`)."""
     run = context.dagster_run
     try:
@@ -237,15 +252,14 @@ def frontier(context: AssetExecutionContext, config: FrontierConfig,
     finally:
         # The batch landed and Dagster recorded it: its handoff between steps is no longer needed.
         discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
-    levels = 0
+    continued = 0
     if config.continue_seconds > 0:
         continuation = crawl.continuation(shared_workers=_steps_share_the_process(context))
         try:
-            for done in continue_levels(continuation, context.partition_key, config.continue_seconds,
-                                        before_level=lambda level: context.instance.add_dynamic_partitions(
-                                            frontier_batches.name, [level.key])):
-                levels += 1
-                yield from _level_materializations(context, done)
+            for done in continue_batches(continuation, context.partition_key, config.continue_seconds,
+                                         _InstancePartitions(context.instance)):
+                continued += 1
+                yield from _continued_materializations(context, done)
         finally:
             continuation.close()
     yield MaterializeResult(metadata={
@@ -253,13 +267,14 @@ def frontier(context: AssetExecutionContext, config: FrontierConfig,
         "links_in_scope": growth.discovered,
         "new_urls": growth.admitted,
         "published": growth.published,
-        "levels_continued": levels,
+        "batches_continued": continued,
     })
 
 
-def _level_materializations(context: AssetExecutionContext, done: LevelDone) -> Iterator[AssetMaterialization]:
-    """A level the run went on to, materialised as its own partition of the batch assets."""
-    key, report = done.level.key, done.report
+def _continued_materializations(context: AssetExecutionContext,
+                                done: ContinuedBatch) -> Iterator[AssetMaterialization]:
+    """A next batch the run went on to, materialised as its own partition of the batch assets."""
+    key, report = done.batch.key, done.report
     if done.lost:
         context.log.warning(f"batch {key}: {done.lost}")
         return

@@ -28,7 +28,7 @@ sys.path.insert(0, str(args.repo))
 from crawl_platform.bus.broker import EmbeddedBroker, free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.config import Settings
-from crawl_platform.pipeline.loop import read_topic
+from crawl_platform.pipeline.planning import read_topic
 
 
 def own_cpu_s() -> float:

@@ -34,8 +34,10 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.config import Settings
 from crawl_platform.pipeline.batch import BatchCrawler
+from crawl_platform.pipeline.coordinator import CrawlCoordinator
 from crawl_platform.pipeline.intake import SeedIntake
-from crawl_platform.pipeline.loop import CrawlLoop, LoopPolicy
+from crawl_platform.pipeline.loop import CrawlLoop
+from crawl_platform.pipeline.planning import LoopPolicy
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.instance import write_instance_yaml
@@ -57,9 +59,10 @@ def run_engine(settings: Settings, seeds: list[str]) -> None:
     bus.ensure_topics()
     submit_crawl(bus, build_crawl_request(seeds, crawl_id="bench", max_pages=10**7, max_depth=100))
     crawler = BatchCrawler.from_settings(settings)
-    policy = LoopPolicy(settings.partition_batch_size(), max_runs_per_tick=1000, batch_groups=1)
-    CrawlLoop(bus, crawler, SeedIntake.from_settings(settings), policy, settings=settings).run_until_idle(
-        max_turns=100_000)
+    coordinator = CrawlCoordinator.from_settings(settings, crawler.bus, crawler.store, continuing=False,
+                                                 sweep_every_s=0.0)
+    coordinator.policy = LoopPolicy(settings.partition_batch_size(), max_runs_per_tick=1000, batch_groups=1)
+    CrawlLoop(crawler, SeedIntake.from_settings(settings), coordinator).run_until_idle(max_turns=100_000)
 
 
 def main() -> None:

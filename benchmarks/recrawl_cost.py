@@ -62,10 +62,9 @@ def _pass(store: CrawlStore, urls: list[str], batch_id: str, known: bool) -> tup
         shard = shards.fetch(requests, [], batch_id)
     finally:
         shards.close()  # the parse worker exits: its CPU counts in RUSAGE_CHILDREN
-    unchanged = {url: (lambda url=url: shard.parse_later(url)) for url in shard.unchanged}
     items = [FrontierURL("recrawl", u, 0) for u in urls]
     landed = land_batch(store, batch_id, items, shard.results, shard.parsed, shard.hosts, shard.archived,
-                        unchanged=unchanged)
+                        unchanged=shard.unchanged)
     return time.perf_counter() - wall, _cpu_s() - cpu, landed.new_versions, len(shard.unchanged)
 
 

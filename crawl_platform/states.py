@@ -7,7 +7,8 @@ user moves its pending rows to ``paused`` (resume makes them ``discovered`` agai
 them); a cancelled crawl's unfinished rows end ``cancelled``, a final state. A batch item
 (``batch_items.outcome``) ends in one of the closing states, ``skipped`` when the run did not
 fetch it (a duplicate delivery), which leaves its frontier row alone, or ``postponed`` when the
-batch's byte budget ran out before its turn: its row goes back to ``discovered`` and is published
+batch did not land it (its byte budget ran out before the URL's turn, or another batch landed the
+URL while this one fetched it unchanged): its row goes back to ``discovered`` and is published
 again, for a later batch. The values are the stored
 column values docs/tables.md documents, below the store, which renders them in its SQL
 (:mod:`crawl_platform.store.frontier`). Neighbours: :mod:`crawl_platform.frontier.state_store`
@@ -92,7 +93,7 @@ class BatchOutcome(StrEnum):
     FAILED = URLState.FAILED.value
     DISALLOWED = URLState.DISALLOWED.value
     SKIPPED = "skipped"  # not fetched by this run (a duplicate delivery): the URL's row stays as it is
-    POSTPONED = "postponed"  # not fetched: the batch's byte budget ran out first; published again
+    POSTPONED = "postponed"  # not landed (byte budget spent, or raced by another batch): published again
 
     @property
     def closes_as(self) -> URLState | None:

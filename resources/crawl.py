@@ -22,6 +22,7 @@ from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader
 from crawl_platform.pipeline.continuation import Continuation
+from crawl_platform.pipeline.coordinator import CrawlCoordinator
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher
@@ -92,6 +93,10 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
     def batch_crawler(self) -> BatchCrawler:
         return BatchCrawler.from_settings(self.settings())
 
+    def coordinator(self) -> CrawlCoordinator:
+        """The engine's crawl coordinator, which the Kafka sensors ask what to run next."""
+        return CrawlCoordinator.from_settings(self.settings())
+
     def continuation(self, shared_workers: bool = False) -> Continuation:
         settings = self.settings()
         return Continuation.from_settings(settings, run_parse_workers(settings) if shared_workers else None)
@@ -106,7 +111,7 @@ _RUN_PARSE_WORKERS: dict[int, ParseWorkers] = {}  # by process id: a fork starts
 def run_parse_workers(settings: Settings, start: bool = True) -> ParseWorkers | None:
     """The parse workers that every step of this process shares, started at the first call
     (``start`` False: only those started already, else None): with the in-process executor a
-    run's steps (plan, fetch, land, then the levels its frontier step goes on to) run in the run's
+    run's steps (plan, fetch, land, then the next batches its frontier step goes on to) run in the run's
     process, so they start once per run rather than once per step, and no step waits for their
     start again. They end with the process. None with
     ``CRAWL_PARSE_WORKERS=0``. Only steps that share their run's process ask for them: a Celery

@@ -40,11 +40,11 @@ from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import CrawlStatus, FrontierReadModel
 from crawl_platform.frontier.schedules import UnknownCrawlError, parse_schedule, set_schedule
 from crawl_platform.pipeline.control import ACTIONS, build_control, submit_control
+from crawl_platform.pipeline.registration import register_now
 from crawl_platform.pipeline.submission import (
     SCOPES,
     build_crawl_request,
     clamped_policies,
-    register_now,
     registration_conflict,
     submit_crawl,
     user_crawl_id_problem,

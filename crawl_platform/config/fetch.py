@@ -157,8 +157,8 @@ class FetchSettings(BaseSettings):
         "so one batch uses two cores (the HTTP client and the parser both need Python's GIL). Once the "
         "fetch is over, the step's own process parses beside them, the chunks no worker has taken yet from "
         "the last one back. Pages go to the workers 16 at a time; a chunk whose worker died is parsed in "
-        "the step. With the in-process executor a run starts its workers once and keeps them for every link "
-        "level it goes on to; on Celery each fetch step starts and ends its own. Each worker is a new "
+        "the step. With the in-process executor a run starts its workers once and keeps them for every next "
+        "batch it goes on to; on Celery each fetch step starts and ends its own. Each worker is a new "
         "interpreter that imports only the parser. `0`: parse in the step's own process after the fetch.",
     )
     parse_workers_from: int = Field(

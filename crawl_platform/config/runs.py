@@ -39,13 +39,13 @@ class RunSettings(BaseSettings):
     )
     run_continue_s: float = Field(
         60.0, ge=0, le=3600, validation_alias=AliasChoices("CRAWL_RUN_CONTINUE_S", "run_continue_s"),
-        description="A batch run the frontier sensor started goes on to its partitions' next link levels by "
+        description="A batch run the frontier sensor started goes on to its partitions' next batches by "
         "itself, for up to this many seconds: it reads what arrived on its partitions after its batch (mostly "
         "its own new links), fetches, lands and expands it in its frontier step, and so on until they hold "
-        "nothing new. Each level is a partition of its own, materialised by that run with the same "
-        "metadata, so it can be materialised again like any other. A link level then costs no sensor pass "
+        "nothing new. Each next batch is a partition of its own, materialised by that run with the same "
+        "metadata, so it can be materialised again like any other. A next batch then costs no sensor pass "
         "and no run start. While such a run is queued or running, the sensor cuts nothing from its "
-        "partitions, and it moves its cursor past the levels they landed (`batch_ranges` in the lake). `0`: "
+        "partitions, and it moves its cursor past the batches they landed (`batch_ranges` in the lake). `0`: "
         "one batch per run, the sensor queuing runs ahead. Off on Celery, where a run's fetch fans out over "
         "workers; at most half of `CRAWL_RUN_TIMEOUT`.",
     )
@@ -114,7 +114,7 @@ class RunSettings(BaseSettings):
     )
 
     def continue_seconds(self) -> float:
-        """How long a sensor-started batch run goes on to its partitions' next link levels
+        """How long a sensor-started batch run goes on to its partitions' next batches
         (``CRAWL_RUN_CONTINUE_S``; 0 on Celery), always well inside the run timeout."""
         if self.executor == "celery":
             return 0.0

@@ -19,7 +19,7 @@ page of it that the run then wrote or freed, several times a new interpreter's m
 crawl (measured by ``benchmarks/cpu_by_kind.py --memory``). They die with the step's process
 (``PR_SET_PDEATHSIG``): a killed run leaves no parse worker behind. One set of workers serves every
 pool of its owner (:class:`~crawl_platform.pipeline.shard.ShardFetcher`, or a Dagster run's process,
-which lends them to each of its steps), so a run that goes on level after level starts them once.
+which lends them to each of its steps), so a run that goes on batch after batch starts them once.
 """
 
 from __future__ import annotations

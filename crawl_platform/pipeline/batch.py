@@ -9,7 +9,6 @@ metadata. Its neighbour :mod:`crawl_platform.pipeline.intake` does the same for 
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -115,8 +114,11 @@ class LandingOutcome:
 
 
 class BatchReader:
-    """Reads a batch's offset ranges from the bus, dead-letters bad messages, and works out what
-    to fetch from the store (one short read); writes nothing to the store."""
+    """Reads a batch's offset ranges from the bus and works out what to fetch from the store (one
+    short read). It writes nothing to the store; it publishes what the batch will not fetch: bad
+    messages (undecodable, of an unknown crawl, outside the crawl's frontier) to the dead-letter
+    topic, and URLs that another crawl of the batch fetches its own way back to the frontier topic,
+    for a later batch."""
 
     def __init__(self, bus: Bus, store: CrawlStore, read_model: FrontierReadModel) -> None:
         self.bus = bus
@@ -241,11 +243,11 @@ class BatchLander:
         parsed: dict[str, ParsedPage] = {}
         hosts: list[HostRecord] = []
         archived: dict[str, RecordPointer] = {}
-        unchanged: dict[str, Callable[[], ParsedPage]] = {}
+        unchanged: set[str] = set()
         postponed: set[str] = set()
         for shard in shards:
             postponed.update(shard.postponed)
-            unchanged.update({url: functools.partial(shard.parse_later, url) for url in shard.unchanged})
+            unchanged.update(shard.unchanged)
             archived.update(shard.archived)
             results.update(shard.results)
             parsed.update(shard.parsed)
@@ -255,8 +257,11 @@ class BatchLander:
         clock = time.perf_counter()
         landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived,
                             self.revisit, unchanged, postponed)
+        if landed.refetch:  # not landed: left for a later batch, as postponed URLs are
+            results = {url: r for url, r in results.items() if url not in landed.refetch}
+            postponed |= landed.refetch
         report.postponed = len(postponed)
-        report.unchanged += len(unchanged) - landed.parsed_late
+        report.unchanged += len(unchanged) - len(landed.refetch)
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, prepared.items, results, landed, postponed)
         return report

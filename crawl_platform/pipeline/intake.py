@@ -2,10 +2,12 @@
 
 :class:`SeedIntake` is what the seeds sensor runs for each new offset range of the seeds topic,
 in its own evaluation, when the range asks for no network work (:meth:`SeedIntake.run_needed`);
-otherwise the ``crawls`` asset runs it in an intake run. A crawl submitted with ``use_sitemaps``
-also gets the in-scope URLs of its seed hosts' sitemaps (:mod:`crawl_platform.fetch.sitemaps`),
-read within each host's politeness through the ``hosts`` table (:mod:`crawl_platform.store.hosts`)
-before its seeds are published. Bad requests go to the dead-letter topic.
+otherwise the ``crawls`` asset runs it in an intake run. Each request is registered through
+:func:`~crawl_platform.pipeline.registration.register_crawl`, the path every registration takes.
+A crawl submitted with ``use_sitemaps`` also gets the in-scope URLs of its seed hosts' sitemaps
+(:mod:`crawl_platform.fetch.sitemaps`), read within each host's politeness through the ``hosts``
+table (:mod:`crawl_platform.store.hosts`) before its seeds are published. Bad requests go to the
+dead-letter topic.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.sitemaps import discover_sitemap_urls
-from crawl_platform.frontier.admission import RegistrationConflictError
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.registration import register_crawl
 from crawl_platform.pipeline.submission import OUT_OF_REACH
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import one_line
@@ -105,16 +107,14 @@ class SeedIntake:
         range, which is then taken again as a whole (registration is idempotent)."""
         report = IntakeReport()
         letters = []
+
+        def sitemaps(request: CrawlRequest) -> list[str]:
+            return self._sitemap_urls(request, report)
+
         for rec in records:
             try:
                 request = decode_crawl_request(rec.value)  # the rules, schedule and patterns are checked here
-                conflict = self.frontier.admission.conflict(request)
-                if conflict is not None:
-                    raise RegistrationConflictError(conflict)
-                # Sitemaps first, before the seeds are published: a batch run fetching the host
-                # meanwhile would not know of these requests and ignore the host's delay.
-                from_sitemaps = self._sitemap_urls(request, report)
-                growth = self.frontier.register(request)
+                registered = register_crawl(self.frontier, request, sitemaps if self.fetcher is not None else None)
             except OUT_OF_REACH:
                 raise
             except Exception as err:  # any request that cannot be registered is a dead letter
@@ -123,13 +123,9 @@ class SeedIntake:
                 letters.append(DeadLetter.for_payload(one_line(reason), self.bus.seeds_topic, rec.partition,
                                                       rec.offset, rec.value or b""))
                 continue
-            report.crawls.append(request.crawl_id)
-            report.admitted += growth.admitted
-            report.published += growth.published
-            if from_sitemaps:
-                sitemap_growth = self.frontier.admit(request.crawl_id, from_sitemaps, depth=1)
-                report.admitted += sitemap_growth.admitted
-                report.published += sitemap_growth.published
+            report.crawls.append(registered.crawl_id)
+            report.admitted += registered.admitted
+            report.published += registered.published
         if letters:
             publish_dead_letters(self.bus, letters)
         report.dead_letters = len(letters)

@@ -8,11 +8,12 @@ from its latest, so landing the same batch twice adds nothing, and a ``304 Not M
 nothing either), the batch's items and offset ranges (:mod:`crawl_platform.store.batches`), what
 the fetcher learned about its hosts (robots.txt, adaptive delay; :mod:`crawl_platform.store.hosts`)
 and each fetched URL's revisit interval (:mod:`crawl_platform.store.revisits`).
+Landing only writes: every page it lands comes parsed from the fetch step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -38,12 +39,15 @@ class LandedBatch:
     documents: int
     links: int
     snapshot_id: int | None = None  # the lake snapshot the batch's transaction committed
-    parsed_late: int = 0  # unchanged pages parsed here after all: another batch had landed their URL
+    # Unchanged pages another batch landed a different version of since this one was read: their
+    # body, left unparsed, would be a new version without its document, so they land nothing and
+    # their items land ``postponed``, for a later batch to fetch and parse.
+    refetch: frozenset[str] = frozenset()
 
 
 def outcome_of(result: FetchResult | None, postponed: bool = False) -> BatchOutcome:
-    """How a batch item ends (``batch_items.outcome``): ``postponed`` when the batch's byte budget
-    ran out before its fetch, ``skipped`` when the run did not fetch it for another reason."""
+    """How a batch item ends (``batch_items.outcome``): ``postponed`` when the batch leaves it for a
+    later one (see :func:`land_batch`), ``skipped`` when the run did not fetch it for another reason."""
     if result is None:
         return BatchOutcome.POSTPONED if postponed else BatchOutcome.SKIPPED
     if result.disallowed:
@@ -77,7 +81,7 @@ def land_batch(
     hosts: Sequence[HostRecord] = (),
     archived: Mapping[str, RecordPointer] | None = None,
     revisit: RevisitPolicy = DEFAULT_REVISITS,
-    unchanged: Mapping[str, Callable[[], ParsedPage]] | None = None,
+    unchanged: Collection[str] = (),
     postponed: Collection[str] = (),
 ) -> LandedBatch:
     """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
@@ -85,11 +89,11 @@ def land_batch(
     ``hosts`` are what the fetcher learned about the batch's hosts (``Fetcher.host_records``);
     ``archived`` is where each URL's response was archived (``pages.warc_*``, NULL without one).
     ``revisit`` is the adaptive revisit schedule the fetched URLs' intervals follow.
-    ``unchanged`` are the pages left unparsed because their body was their latest version's
-    (:attr:`~crawl_platform.fetch.results.FetchRequest.known_hash`), each with its parse: they
-    land no new version, unless another batch landed the URL since this one was read, and then
-    they are parsed here, so no version lands without its document: before the write lock, those
-    a read finds changed; in the transaction only those another batch landed in the moment between.
+    ``unchanged`` are the pages the fetch step left unparsed because their body was their latest
+    version's (:attr:`~crawl_platform.fetch.results.FetchRequest.known_hash`): they land no new
+    version. One that another batch landed a different version of since this one was read would
+    land without its document, so it lands nothing (:attr:`LandedBatch.refetch`): its items land
+    ``postponed``, and a later batch fetches and parses it.
     ``postponed`` are the URLs left unfetched when the batch's byte budget ran out: their items
     land ``postponed``, and the batch's expansion publishes them again.
     """
@@ -99,22 +103,15 @@ def land_batch(
         crawl_of.setdefault(item.url, item.crawl_id)
     landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
     hashes = {r.url: r.content_hash for r in landable}
-    parsed = dict(parsed)
-    late = 0
-    if unchanged:  # parsing is slow: not under the write lock, which every landing waits for
-        with store.read() as con:
-            late = _parse_late(con, unchanged, hashes, parsed)
     tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
-    batch_items = pa.table({
-        "crawl_id": pa.array([i.crawl_id for i in items], pa.string()),
-        "url": pa.array([i.url for i in items], pa.string()),
-        "depth": pa.array([i.depth for i in items], pa.int32()),
-        "outcome": pa.array([outcome_of(results.get(i.url), i.url in postponed) for i in items], pa.string()),
-    })
+    batch_items = _items_table(items, results, postponed)
     with store.write() as con:
-        if unchanged and (again := _parse_late(con, unchanged, hashes, parsed)):
-            late += again
+        refetch = _changed_since_read(con, unchanged, hashes, parsed)
+        if refetch:  # rare: two batches of one URL landing at once (a partition materialised again by hand)
+            landable = [r for r in landable if r.url not in refetch]
+            results = {url: r for url, r in results.items() if url not in refetch}
             tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
+            batch_items = _items_table(items, results, {*postponed, *refetch})
         pages, docs, links = tables
         landed = land_versions(con, batch_id, pages, docs, links)
         new_versions = landed.versions
@@ -134,7 +131,7 @@ def land_batch(
         documents=landed.documents,
         links=landed.links,
         snapshot_id=store.last_snapshot_id,
-        parsed_late=late,
+        refetch=frozenset(refetch),
     )
 
 
@@ -177,18 +174,26 @@ def _page_tables(landable: list[FetchResult], crawl_of: Mapping[str, str], hashe
     return pages, docs, links
 
 
-def _parse_late(con: Any, unchanged: Mapping[str, Callable[[], ParsedPage]], hashes: Mapping[str, str],
-                parsed: dict[str, ParsedPage]) -> int:
-    """Parse, into ``parsed``, the pages left unparsed as unchanged whose latest version is no
-    longer their content (another batch landed the URL since this one was read); how many."""
+def _items_table(items: list[FrontierURL], results: Mapping[str, FetchResult], postponed: Collection[str],
+                 ) -> pa.Table:
+    """The batch's ``batch_items`` rows: each item and how it ended."""
+    return pa.table({
+        "crawl_id": pa.array([i.crawl_id for i in items], pa.string()),
+        "url": pa.array([i.url for i in items], pa.string()),
+        "depth": pa.array([i.depth for i in items], pa.int32()),
+        "outcome": pa.array([outcome_of(results.get(i.url), i.url in postponed) for i in items], pa.string()),
+    })
+
+
+def _changed_since_read(con: Any, unchanged: Collection[str], hashes: Mapping[str, str],
+                        parsed: Mapping[str, ParsedPage]) -> set[str]:
+    """The pages left unparsed as unchanged whose latest version is no longer their content (another
+    batch landed the URL since this one was read); one read, in the landing transaction."""
     wanted = [url for url in unchanged if url in hashes and url not in parsed]
     if not wanted:
-        return 0
+        return set()
     latest = latest_versions(con, wanted)
-    late = [url for url in wanted if (v := latest.get(url)) is None or v.content_hash != hashes[url]]
-    for url in late:
-        parsed[url] = unchanged[url]()
-    return len(late)
+    return {url for url in wanted if (v := latest.get(url)) is None or v.content_hash != hashes[url]}
 
 
 def _record_ranges(con: Any, batch_id: str) -> None:

@@ -1,7 +1,8 @@
 """One fetch shard of a batch: fetch, archive and parse whole hosts in one step.
 
 A shard needs neither the bus nor the store, so a run can fetch several in separate processes;
-its :class:`ShardResult` is what the landing step (``batch.BatchLander``) writes.
+its :class:`ShardResult` is what the landing step (``batch.BatchLander``) writes: every page
+parsed here, so landing only writes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from crawl_platform.archive.writer import RecordPointer, archive_results, shard_
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
-from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine, parse_html
+from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
 from crawl_platform.store.hosts import HostRecord
 
@@ -29,26 +30,18 @@ class ShardResult:
     seconds: dict[str, float]
     archived: dict[str, RecordPointer] = field(default_factory=dict)  # by URL: its response's WARC record
     # URLs whose body was their latest stored version's (FetchRequest.known_hash): not parsed, as
-    # they land no new version; parse_later() parses one should another batch have landed it since.
+    # they land no new version (should another batch have landed the URL since, landing leaves it
+    # for a later batch, which parses it: see land_batch).
     unchanged: set[str] = field(default_factory=set)
-    parser: ParserEngine = DEFAULT_ENGINE  # how the shard parsed its pages
-    main_content: bool = True
-    max_links: int = MAX_LINKS_PER_PAGE
     # URLs not fetched because the shard's bodies reached its byte budget: a later batch fetches them.
     postponed: list[str] = field(default_factory=list)
-
-    def parse_later(self, url: str) -> ParsedPage:
-        """Parse the unchanged page ``url`` as the shard parsed the others (never raises)."""
-        r = self.results[url]
-        return parse_html(r.body, r.final_url, r.content_type, self.parser, main_content=self.main_content,
-                          max_links=self.max_links)
 
 
 class ShardFetcher:
     """Fetches, archives and parses one shard of whole hosts; needs neither the bus nor the store.
     With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
     disk before this returns, so before any row points into it). Its parse workers are started at
-    the first shard and parse every later one too (a continuing run's levels), until :meth:`close`;
+    the first shard and parse every later one too (a continuing run's next batches), until :meth:`close`;
     or they are lent by an owner that keeps them beyond it (``workers``)."""
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE, archive: Path | None = None, *,
@@ -112,8 +105,7 @@ class ShardFetcher:
         parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
         postponed = list(dict.fromkeys(r.url for r in requests if r.url not in results))
-        return ShardResult(results, parsed, learned, seconds, archived, unchanged, self.parser, self.main_content,
-                           self.max_links, postponed)
+        return ShardResult(results, parsed, learned, seconds, archived, unchanged, postponed)
 
     def close(self) -> None:
         """Ends the parse workers and the fetcher's connections."""

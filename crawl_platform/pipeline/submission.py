@@ -2,7 +2,8 @@
 
 Shared by the CLI (``crawl-platform crawl``) and the Dagster Launchpad job, so both reject the
 same bad input with the same one-line message and nothing is enqueued when any seed is bad. The
-CLI then registers the crawl itself where it reaches the lake (:func:`register_now`), so the
+CLI then registers the crawl itself where it reaches the lake
+(:func:`crawl_platform.pipeline.registration.register_now`, the path every registration takes), so the
 first batch starts at the frontier sensor's next tick instead of after an intake run.
 """
 
@@ -32,7 +33,7 @@ from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.schedules import Schedule, parse_schedule
 from crawl_platform.patterns import check_patterns
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError, one_line
+from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import ExtensionError
 from crawl_platform.urls import InvalidURLError, canonicalize, host_of
 
@@ -116,22 +117,6 @@ def registration_conflict(store: CrawlStore, bus: Bus, request: CrawlRequest) ->
         return Frontier(store, bus).admission.conflict(request) if store.exists() else None
     except OUT_OF_REACH:
         return None
-
-
-def register_now(store: CrawlStore, bus: Bus, request: CrawlRequest) -> str | None:
-    """Register a submitted crawl and put its seeds on the frontier topic at once, as the seeds
-    sensor does with its seeds-topic message; the sensor then finds it registered and adds
-    nothing (registration is idempotent per crawl id, under the lake's write lock). Returns None
-    when done, else one line saying why not: the lake or the broker is not reachable from here,
-    or the crawl reads sitemaps (their URLs come with its intake run, and until then the crawl
-    would look finished once its seeds are fetched). The seeds sensor or that run registers it then."""
-    if request.use_sitemaps:
-        return "it reads sitemaps, which the intake run fetches"
-    try:
-        Frontier(store, bus).register(request)
-    except OUT_OF_REACH as err:
-        return one_line(str(err)) or type(err).__name__
-    return None
 
 
 def clamped_policies(request: CrawlRequest, settings: Settings) -> list[str]:

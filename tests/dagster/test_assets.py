@@ -159,9 +159,9 @@ def test_a_retry_whose_handoff_is_gone_skips_a_landed_batch_and_fails_an_unlande
         list(land_batch(context, prepared=None, shards=[None]))
 
 
-def test_a_batch_run_goes_on_to_the_next_levels_each_materialised_as_its_own_partition(crawl_env, bus, store, site,
+def test_a_batch_run_goes_on_to_the_next_batches_each_materialised_as_its_own_partition(crawl_env, bus, store, site,
                                                                                         instance):
-    submit_crawl(bus, build_crawl_request([site.base_url + "/"], crawl_id="levels", max_depth=3))
+    submit_crawl(bus, build_crawl_request([site.base_url + "/"], crawl_id="next-batches", max_depth=3))
     seed_keys = [r.key for r in _ranges(bus, crawl_env.seeds_topic)]
     assert materialize([crawls], instance=instance, resources=RESOURCES,
                        run_config={"ops": {"crawls": {"config": {"seed_ranges": seed_keys}}}}).success
@@ -173,14 +173,14 @@ def test_a_batch_run_goes_on_to_the_next_levels_each_materialised_as_its_own_par
     by_asset: dict[str, list[str]] = {}
     for m in events:
         by_asset.setdefault(m.asset_key.to_user_string(), []).append(m.partition)
-    levels = [p for p in by_asset["pages"] if p != key]
-    assert len(levels) >= 2  # 50 messages a batch: the site's levels take several
-    assert all(sorted(by_asset[a]) == sorted([key, *levels]) for a in ("pages", "documents", "links", "frontier"))
-    assert set(levels) <= set(instance.get_dynamic_partitions("frontier_batches"))
-    # Each level starts where the one before ended, and every page within the depth landed once.
+    continued = [p for p in by_asset["pages"] if p != key]
+    assert len(continued) >= 2  # 50 messages a batch: the site's link levels take several
+    assert all(sorted(by_asset[a]) == sorted([key, *continued]) for a in ("pages", "documents", "links", "frontier"))
+    assert set(continued) <= set(instance.get_dynamic_partitions("frontier_batches"))
+    # Each batch starts where the one before ended, and every page within the depth landed once.
     ends = [seed_range.end]
-    for level in levels:
-        (r,) = parse_batch_key(level)[1]
+    for batch in continued:
+        (r,) = parse_batch_key(batch)[1]
         assert (r.partition, r.start) == (seed_range.partition, ends[-1])
         ends.append(r.end)
     fetched = sum(m.metadata["pages_fetched"].value + m.metadata["errors"].value  # a 404 page is an error
@@ -189,7 +189,7 @@ def test_a_batch_run_goes_on_to_the_next_levels_each_materialised_as_its_own_par
     assert sorted(u for (u,) in store.query("SELECT url FROM pages")) == sorted(expected)
     assert fetched == len(expected)
     own = next(m for m in events if m.asset_key.to_user_string() == "frontier" and m.partition == key)
-    assert own.metadata["levels_continued"].value == len(levels)
+    assert own.metadata["batches_continued"].value == len(continued)
 
 
 def test_a_runs_steps_share_one_set_of_parse_workers_that_outlives_them(crawl_env, bus, store, site, instance,
@@ -217,7 +217,7 @@ def test_a_runs_steps_share_one_set_of_parse_workers_that_outlives_them(crawl_en
         own = next(m.materialization for m in result.get_asset_materialization_events()
                    if m.materialization.asset_key.to_user_string() == "frontier"
                    and m.materialization.partition == batch_key(0, latest))
-        assert own.metadata["levels_continued"].value >= 1
+        assert own.metadata["batches_continued"].value >= 1
     # Started once (by the first run's frontier step: its seed batch was too small for them, see
     # CRAWL_PARSE_WORKERS_FROM); every later level of both runs parsed with them.
     assert [count for count in started if count] == [Settings().parse_workers]  # 0: the seed's, parsed in the step

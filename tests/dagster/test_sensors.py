@@ -18,8 +18,8 @@ from crawl_platform.bus.offsets import (
 )
 from crawl_platform.bus.publishing import publish_frontier
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.coordinator import IDLE_SWEEP_EVERY_S
 from crawl_platform.pipeline.intake import SeedIntake
-from crawl_platform.pipeline.loop import IDLE_SWEEP_EVERY_S
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.definitions import defs
 from crawl_platform_dagster.instance import write_instance_yaml

@@ -17,7 +17,8 @@ from crawl_platform.parse.html import parse_html
 from crawl_platform.pipeline.batch import BatchCrawler
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.landing import land_batch
-from crawl_platform.pipeline.loop import CrawlLoop, LoopPolicy, PlannedBatch
+from crawl_platform.pipeline.loop import CrawlLoop
+from crawl_platform.pipeline.planning import LoopPolicy, PlannedBatch
 from crawl_platform.store.database import CrawlStore
 
 TABLES = ("pages", "documents", "links", "batch_items")
@@ -75,7 +76,7 @@ def crawl_loop(settings: Settings, bus: Bus, store: CrawlStore, fetcher: Fetcher
     policy = LoopPolicy(batch_size or settings.batch_size, max_runs_per_tick=100, batch_groups=groups)
     crawler = BatchCrawler(bus, store, fetcher, "lxml", max_bytes=max_bytes,
                            max_links=max_links or settings.max_links_per_page)
-    return CrawlLoop(bus, crawler, SeedIntake(bus, store, fetcher), policy, before_batch)
+    return CrawlLoop.with_policy(crawler, SeedIntake(bus, store, fetcher), policy, before_batch)
 
 
 def crawl_site(settings: Settings, bus: Bus, store: CrawlStore, seed: str, crawl_id: str, max_depth: int = 3) -> None:

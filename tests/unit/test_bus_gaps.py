@@ -17,7 +17,7 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import decode_dead_letter, encode
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.pipeline.intake import SeedIntake
-from crawl_platform.pipeline.loop import plan_seeds, read_topic
+from crawl_platform.pipeline.planning import plan_intake, read_topic
 from tests.conftest import all_records
 from tests.unit.crawl_rows import crawl_request
 
@@ -67,7 +67,7 @@ def test_crawl_requests_sent_in_transactions_are_registered_or_dead_lettered(bus
     _commit_each(transactional, bus.seeds_topic, [encode(crawl_request("tx-1", "http://127.0.0.1:9/")),
                                                   b"{not json",
                                                   encode(crawl_request("tx-2", "http://127.0.0.1:8/"))])
-    plan = plan_seeds(read_topic(bus, bus.seeds_topic, None))
+    plan = plan_intake(read_topic(bus, bus.seeds_topic, None), "seeds")
     intake = SeedIntake(bus, store)
     reports = [intake.register(OffsetRange.parse(key)) for key in plan.range_keys]
     assert [crawl for report in reports for crawl in report.crawls] == ["tx-1", "tx-2"]

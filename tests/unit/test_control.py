@@ -12,7 +12,8 @@ from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.frontier.control import ControlRefusedError, UnknownCrawlError
 from crawl_platform.pipeline.control import ControlIntake, build_control, submit_control
-from crawl_platform.pipeline.loop import LoopReport, PlannedBatch
+from crawl_platform.pipeline.loop import LoopReport
+from crawl_platform.pipeline.planning import PlannedBatch
 from tests.unit.crawl_rows import crawl_loop, crawl_request, frontier_rows
 
 

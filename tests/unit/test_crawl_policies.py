@@ -15,7 +15,7 @@ from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.fetch.politeness import HostPacer
 from crawl_platform.fetch.retry import RetryPolicy
-from crawl_platform.pipeline.loop import LoopPolicy, RunQueue, TopicState, plan_frontier
+from crawl_platform.pipeline.planning import LoopPolicy, QueuedRuns, TopicState, plan_frontier
 from tests.sites.hostile import Reply
 from tests.unit.conftest import loopback_fetcher
 from tests.unit.crawl_rows import crawl_loop
@@ -100,11 +100,11 @@ def test_a_crawls_delay_is_what_the_server_sees_through_the_crawl_loop(settings,
 def test_higher_priority_partitions_are_cut_first_when_the_queue_has_room_for_one():
     topic = TopicState({0: (0, 10), 1: (0, 10), 2: (0, 10)}, {}, 0, "id")
     policy = LoopPolicy(batch_size=100, max_runs_per_tick=16, max_queued_runs=32, batch_groups=0)
-    plain = plan_frontier(topic, RunQueue(waiting=31), policy)
-    ranked = plan_frontier(topic, RunQueue(waiting=31), policy, {2: 5, 1: 1})
+    plain = plan_frontier(topic, QueuedRuns(waiting=31), policy)
+    ranked = plan_frontier(topic, QueuedRuns(waiting=31), policy, {2: 5, 1: 1})
     assert [b.partitions for b in plain.batches] == [[0]]
     assert [(b.partitions, b.priority) for b in ranked.batches] == [([2], 5)]
-    every = plan_frontier(topic, RunQueue(), policy, {2: 5, 1: 1})
+    every = plan_frontier(topic, QueuedRuns(), policy, {2: 5, 1: 1})
     assert [(b.partitions, b.priority) for b in every.batches] == [([2], 5), ([1], 1), ([0], 0)]
 
 
@@ -128,7 +128,7 @@ def test_two_crawls_compete_and_the_higher_priority_one_is_fetched_first(setting
             by_partition.setdefault(bus.partition_of(host.encode(), bus.partitions), server)
         low_site, high_site = list(by_partition.values())[:2]
         loop = crawl_loop(settings, bus, store, batch_size=100)
-        loop.policy = LoopPolicy(batch_size=100, max_runs_per_tick=1, batch_groups=0)
+        loop.coordinator.policy = LoopPolicy(batch_size=100, max_runs_per_tick=1, batch_groups=0)
         frontier = loop.crawler.frontier
         frontier.register(CrawlRequest("low", (low_site.base_url + "/",), 100, 0, "host", 0.0))
         frontier.register(CrawlRequest("high", (high_site.base_url + "/",), 100, 0, "host", 0.0, priority=3))

@@ -12,7 +12,7 @@ from crawl_platform.bus.publishing import publish_frontier
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.pipeline.batch import BatchCrawler
-from crawl_platform.pipeline.loop import PlannedBatch
+from crawl_platform.pipeline.planning import PlannedBatch
 from crawl_platform.pipeline.submission import build_crawl_request
 from tests.unit.crawl_rows import crawl_loop
 

@@ -4,7 +4,6 @@ error, non-HTML recorded but not parsed, the redirect chain, and the hosts learn
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -136,21 +135,18 @@ def _page(url: str, body: bytes) -> FetchResult:
     return FetchResult(url, url, 200, "text/html", body, None, datetime.now(UTC).replace(tzinfo=None), 1.0)
 
 
-def test_an_unchanged_page_left_unparsed_lands_nothing_and_is_not_parsed(db):
+def test_an_unchanged_page_left_unparsed_lands_nothing(db):
     url = "http://127.0.0.1:9/a"
     first = _page(url, html_page("A", "/b"))
     land_batch(db, "b1", [FrontierURL("c1", url, 0)], {url: first}, {url: parse_html(first.body, url)})
-
-    def must_not_parse() -> ParsedPage:
-        raise AssertionError("an unchanged page was parsed")
-
     again = _page(url, html_page("A", "/b"))
-    landed = land_batch(db, "b2", [FrontierURL("c2", url, 0)], {url: again}, {}, unchanged={url: must_not_parse})
-    assert (landed.new_versions, landed.documents, landed.parsed_late) == (0, 0, 0)
+    landed = land_batch(db, "b2", [FrontierURL("c2", url, 0)], {url: again}, {}, unchanged={url})
+    assert (landed.new_versions, landed.documents, landed.refetch) == (0, 0, frozenset())
     assert db.query("SELECT version, title FROM pages JOIN documents USING (url, version)") == [(1, "A")]
+    assert db.query("SELECT outcome FROM batch_items WHERE batch_id = 'b2'") == [("fetched",)]
 
 
-def test_an_unchanged_page_is_parsed_at_landing_when_another_batch_landed_its_url_meanwhile(db):
+def test_an_unchanged_page_another_batch_landed_meanwhile_is_left_for_a_later_batch_that_parses_it(db):
     url = "http://127.0.0.1:9/a"
     first, other = _page(url, html_page("A", "/b")), _page(url, html_page("Other", "/c"))
     land_batch(db, "b1", [FrontierURL("c1", url, 0)], {url: first}, {url: parse_html(first.body, url)})
@@ -158,9 +154,14 @@ def test_an_unchanged_page_is_parsed_at_landing_when_another_batch_landed_its_ur
     # lands, another crawl lands a different body as version 2.
     land_batch(db, "b2", [FrontierURL("c2", url, 0)], {url: other}, {url: parse_html(other.body, url)})
     late = _page(url, first.body)
-    landed = land_batch(db, "b3", [FrontierURL("c1", url, 0)], {url: late}, {},
-                        unchanged={url: lambda: parse_html(late.body, url)})
-    assert (landed.new_versions, landed.documents, landed.links, landed.parsed_late) == (1, 1, 1, 1)
+    landed = land_batch(db, "b3", [FrontierURL("c1", url, 0)], {url: late}, {}, unchanged={url})
+    # Landing parses nothing: the page would be a version without its document, so it lands
+    # nothing and its item is postponed (published again for a later batch).
+    assert (landed.new_versions, landed.documents, landed.links, landed.refetch) == (0, 0, 0, frozenset({url}))
+    assert db.query("SELECT outcome FROM batch_items WHERE batch_id = 'b3'") == [("postponed",)]
+    # The later batch's fetch step sees a body other than the latest version's, and parses it.
+    again = land_batch(db, "b4", [FrontierURL("c1", url, 0)], {url: late}, {url: parse_html(late.body, url)})
+    assert (again.new_versions, again.documents, again.links, again.refetch) == (1, 1, 1, frozenset())
     rows = db.query("SELECT version, charset, title FROM pages JOIN documents USING (url, version) ORDER BY version")
     assert rows == [
         (1, "utf-8", "A"), (2, "utf-8", "Other"), (3, "utf-8", "A")]
@@ -181,40 +182,3 @@ def test_a_parse_error_and_cut_links_land_on_the_pages_document(db):
     assert db.query("SELECT url, outcome FROM batch_items ORDER BY url") == [(cut_url, "fetched"),
                                                                             (failed_url, "fetched")]
 
-
-class _LandsBetweenReadAndWrite(CrawlStore):
-    """The lake, with another batch landing the moment a read ends: between a landing's look at the
-    latest versions before the write lock and its transaction."""
-
-    def __init__(self, location: LakeLocation, land_between) -> None:
-        super().__init__(location)
-        self.land_between = land_between
-
-    @contextmanager
-    def read(self):
-        with super().read() as con:
-            yield con
-        land_between, self.land_between = self.land_between, None
-        if land_between is not None:
-            land_between()
-
-
-def test_an_unchanged_page_is_parsed_under_the_lock_only_when_a_batch_landed_its_url_after_the_read(tmp_path):
-    url = "http://127.0.0.1:9/a"
-    first, other = _page(url, html_page("A", "/b")), _page(url, html_page("Other", "/c"))
-    location = LakeLocation.from_settings(Settings(lake_path=tmp_path / "lake"))
-    plain = CrawlStore(location)
-    land_batch(plain, "b1", [FrontierURL("c1", url, 0)], {url: first}, {url: parse_html(first.body, url)})
-    store = _LandsBetweenReadAndWrite(location, lambda: land_batch(
-        plain, "b2", [FrontierURL("c2", url, 0)], {url: other}, {url: parse_html(other.body, url)}))
-    parses: list[str] = []
-
-    def parse_late() -> ParsedPage:
-        parses.append("late")
-        return parse_html(first.body, url)
-
-    landed = land_batch(store, "b3", [FrontierURL("c1", url, 0)], {url: _page(url, first.body)}, {},
-                        unchanged={url: parse_late})
-    assert (landed.new_versions, landed.parsed_late, parses) == (1, 1, ["late"])
-    assert plain.query("SELECT version, title FROM pages JOIN documents USING (url, version) ORDER BY version") == [
-        (1, "A"), (2, "Other"), (3, "A")]

@@ -5,14 +5,17 @@ and trap URLs that must not run away."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 import pytest
 
-from crawl_platform.bus.messages import CrawlRequest
-from crawl_platform.fetch.fetcher import Fetcher
+from crawl_platform.bus.messages import CrawlRequest, FrontierURL
+from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.fetch.politeness import origin_of
+from crawl_platform.parse.html import parse_html
 from crawl_platform.pipeline.batch import BatchReport
-from tests.sites.hostile import Reply
+from crawl_platform.pipeline.landing import land_batch
+from tests.sites.hostile import Reply, html_page
 from tests.unit.crawl_rows import crawl_loop
 
 
@@ -108,3 +111,28 @@ def test_a_recrawl_does_not_parse_a_body_the_lake_has_and_still_follows_its_link
     assert sorted(store.query("SELECT url, state FROM frontier WHERE crawl_id = 'second'")) == [
         (hostile.url("/page/1"), "fetched"), (hostile.url("/page/2"), "fetched")]
     assert store.query("SELECT count(*) FROM documents") == [(2,)]
+
+
+def test_an_unchanged_page_another_batch_landed_meanwhile_is_fetched_again_and_parsed(crawl, store, hostile):
+    url = hostile.url("/page/1")
+    crawl.run("first", url)
+    other = FetchResult(url, url, 200, "text/html", html_page("Other"), None, datetime.now(UTC).replace(tzinfo=None),
+                        1.0)
+    shards = crawl.loop.crawler.shard_fetcher
+    fetch = shards.fetch
+
+    def landed_meanwhile(*args, **kwargs):
+        # After the batch read the latest version's hash, another batch lands a different body.
+        shards.fetch = fetch
+        land_batch(store, "other", [FrontierURL("other", url, 0)], {url: other}, {url: parse_html(other.body, url)})
+        return fetch(*args, **kwargs)
+
+    shards.fetch = landed_meanwhile
+    reports = crawl.run("second", url)
+    # The first batch fetched the body the batch read as latest (unchanged, not parsed): landing it
+    # would make a version without its document, so it was left for a later batch, which parsed it.
+    assert [(r.postponed, r.unchanged, r.new_versions) for r in reports] == [(1, 0, 0), (0, 0, 1)]
+    assert hostile.request_count("/page/1") == 3
+    assert store.query("SELECT version, crawl_id, title FROM pages JOIN documents USING (url, version) "
+                       "ORDER BY version") == [(1, "first", "Page 1"), (2, "other", "Other"), (3, "second", "Page 1")]
+    assert store.query("SELECT state FROM frontier WHERE crawl_id = 'second'") == [("fetched",)]

@@ -1,5 +1,6 @@
-"""The crawl loop's planners (crawl_platform.pipeline.loop): what runs next, from watermarks, the
-cursor and the run queue alone; and the in-process driver over the in-memory bus."""
+"""The crawl loop's planners (crawl_platform.pipeline.planning): what runs next, from watermarks, the
+cursor and the run queue alone; and the in-process driver (crawl_platform.pipeline.loop) over the
+in-memory bus."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.bus.offsets import OffsetRange, decode_cursor, encode_cursor
 from crawl_platform.bus.publishing import publish_frontier
 from crawl_platform.cli.demo_site import DemoSite
-from crawl_platform.pipeline.loop import (
-    CrawlLoop,
+from crawl_platform.pipeline.loop import CrawlLoop
+from crawl_platform.pipeline.planning import (
     LoopPolicy,
-    RunQueue,
+    QueuedRuns,
     TopicState,
     plan_frontier,
-    plan_seeds,
+    plan_intake,
     read_topic,
 )
 from tests.unit.crawl_rows import crawl_loop, crawl_request
@@ -30,7 +31,7 @@ def _topic(watermarks: dict[int, tuple[int, int]], cursor: dict[int, int] | None
 
 
 def test_batches_span_a_partition_group_and_name_the_partitions_they_read():
-    plan = plan_frontier(_topic({0: (0, 150), 1: (0, 0), 2: (0, 30), 3: (0, 10)}), RunQueue(), POLICY)
+    plan = plan_frontier(_topic({0: (0, 150), 1: (0, 0), 2: (0, 30), 3: (0, 10)}), QueuedRuns(), POLICY)
     assert [b.key for b in plan.batches] == ["e0.p0-0-100+p2-0-30", "e0.p3-0-10", "e0.p0-100-150"]
     assert [b.partitions for b in plan.batches] == [[0, 2], [3], [0]]
     assert decode_cursor(plan.cursor) == ({0: 150, 1: 0, 2: 30, 3: 10}, 0)
@@ -41,52 +42,54 @@ def test_batches_span_a_partition_group_and_name_the_partitions_they_read():
 
 def test_a_full_run_queue_holds_batches_back_and_keeps_their_offsets_for_later():
     topic = _topic({0: (0, 500)})
-    full = plan_frontier(topic, RunQueue(waiting=32), POLICY)
+    full = plan_frontier(topic, QueuedRuns(waiting=32), POLICY)
     assert full.batches == []
     assert full.backlog == 500
     assert full.skip_reason == "run queue full"
     assert decode_cursor(full.cursor)[0] == {0: 0}
     assert not full.check_orphans  # a backlog is not an orphan
-    two_free = plan_frontier(topic, RunQueue(waiting=30), POLICY)
+    two_free = plan_frontier(topic, QueuedRuns(waiting=30), POLICY)
     assert [b.key for b in two_free.batches] == ["e0.p0-0-100", "e0.p0-100-200"]
     assert two_free.backlog == 300
 
 
 def test_a_broker_that_lost_its_log_bumps_the_epoch_and_requeues_pending_urls_once():
-    lost = plan_frontier(_topic({0: (0, 5)}, cursor={0: 40}, epoch=3), RunQueue(), POLICY)
+    lost = plan_frontier(_topic({0: (0, 5)}, cursor={0: 40}, epoch=3), QueuedRuns(), POLICY)
     assert lost.epoch == 4
     assert [r.key for r in lost.requeues] == ["requeue-e4"]
     assert "frontier partitions [0] lost their log" in lost.requeues[0].reason
     # The new log is planned from its start, under the new epoch, so keys never collide.
     assert [b.key for b in lost.batches] == ["e4.p0-0-5"]
-    recreated = plan_frontier(_topic({0: (0, 60)}, epoch=1, recreated=True), RunQueue(), POLICY)
+    recreated = plan_frontier(_topic({0: (0, 60)}, epoch=1, recreated=True), QueuedRuns(), POLICY)
     assert recreated.epoch == 2
     assert "created anew" in recreated.requeues[0].reason
 
 
 def test_orphans_are_looked_for_only_when_nothing_is_planned_queued_or_in_flight():
-    idle = plan_frontier(_topic({0: (0, 10)}, cursor={0: 10}), RunQueue(), POLICY)
+    idle = plan_frontier(_topic({0: (0, 10)}, cursor={0: 10}), QueuedRuns(), POLICY)
     assert idle.idle
     assert idle.check_orphans
     assert idle.with_orphans(0, now=100.0).requeues == []
     with_orphans = idle.with_orphans(7, now=1234.5)
     assert [r.key for r in with_orphans.requeues] == ["requeue-orphans-1234"]
     assert "7 queued URLs" in with_orphans.requeues[0].reason
-    busy = plan_frontier(_topic({0: (0, 10)}, cursor={0: 10}), RunQueue(in_flight=1), POLICY)
+    busy = plan_frontier(_topic({0: (0, 10)}, cursor={0: 10}), QueuedRuns(in_flight=1), POLICY)
     assert not busy.check_orphans
     assert busy.with_orphans(7, now=1.0).requeues == []  # a run in flight may still fetch them
 
 
 def test_seeds_plan_one_intake_run_over_every_partition():
-    plan = plan_seeds(_topic({0: (0, 2), 1: (0, 0), 2: (0, 1)}))
+    plan = plan_intake(_topic({0: (0, 2), 1: (0, 0), 2: (0, 1)}), "seeds")
     assert plan.range_keys == ["p0-0-2", "p2-0-1"]
     assert plan.run_key == "seeds-e0-p0-0-2+p2-0-1"
     assert not plan.lost
-    nothing = plan_seeds(_topic({0: (0, 2)}, cursor={0: 2}))
+    nothing = plan_intake(_topic({0: (0, 2)}, cursor={0: 2}), "seeds")
     assert nothing.run_key is None
-    lost = plan_seeds(_topic({0: (0, 1)}, cursor={0: 9}))
+    lost = plan_intake(_topic({0: (0, 1)}, cursor={0: 9}), "seeds")
     assert lost.lost
     assert lost.run_key == "seeds-e1-p0-0-1"
+    control = plan_intake(_topic({0: (0, 2)}), "control")  # the control topic, planned the same way
+    assert control.run_key == "control-e0-p0-0-2"
 
 
 def test_read_topic_does_not_ask_for_held_partitions_but_knows_they_exist():
@@ -135,10 +138,10 @@ def test_every_frontier_message_of_the_loop_is_read_by_exactly_one_batch(setting
     assert all(publish_frontier(bus, urls))
     seen: list[OffsetRange] = []
     topic = read_topic(bus, bus.frontier_topic, None)
-    plan = plan_frontier(topic, RunQueue(), LoopPolicy(batch_size=4, max_runs_per_tick=3, batch_groups=0))
+    plan = plan_frontier(topic, QueuedRuns(), LoopPolicy(batch_size=4, max_runs_per_tick=3, batch_groups=0))
     while plan.batches:
         seen += [r for b in plan.batches for r in b.ranges]
-        plan = plan_frontier(read_topic(bus, bus.frontier_topic, plan.cursor), RunQueue(),
+        plan = plan_frontier(read_topic(bus, bus.frontier_topic, plan.cursor), QueuedRuns(),
                              LoopPolicy(batch_size=4, max_runs_per_tick=3, batch_groups=0))
     offsets = sorted((r.partition, o) for r in seen for o in range(r.start, r.end))
     assert offsets == sorted((p, o) for p, (_lo, hi) in bus.watermarks(bus.frontier_topic).items()
