@@ -93,14 +93,14 @@ class DagsterProcesses:
         return workspace
 
     def _wait_code_server(self, socket_path: str) -> None:
-        from dagster._grpc.client import DagsterGrpcClient  # noqa: PLC0415 - the engine imports no Dagster
+        # Dagster only now: the engine's commands import none of it.
+        from crawl_platform_dagster.dagster_internals import code_server_ping  # noqa: PLC0415
 
         deadline = time.monotonic() + CODE_SERVER_START_S
-        client = DagsterGrpcClient(socket=socket_path)
         while time.monotonic() < deadline and self.processes["code-server"].poll() is None:
             if os.path.exists(socket_path):
                 with contextlib.suppress(Exception):  # not serving yet
-                    client.ping("ready")
+                    code_server_ping(socket_path)
                     return
             time.sleep(0.2)
         # The daemon reports the unloadable location; the code server's log says why.
