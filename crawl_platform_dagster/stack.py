@@ -62,14 +62,21 @@ class DagsterProcesses:
     would start a code server of its own and replace it every 60 s (Dagster's workspace refresh),
     importing Dagster, DuckDB, pandas and the definitions anew each time, a steady cost on an idle
     stack (measured by ``benchmarks/platform_cost.py``), and the webserver would run a second one.
-    This is Dagster's own deployment shape for a code location (docs/deployment.md)."""
+    This is Dagster's own deployment shape for a code location (docs/deployment.md).
+
+    With ``stock``, the processes are Dagster's as they come: ``dagster-daemon run`` and
+    ``dagster-webserver`` on ``workspace`` (which must be given), each starting the code server it
+    needs, and the sensor loop Dagster's own (docs/dagster.md, "What the custom instance parts add")."""
 
     def __init__(self, env: dict[str, str], log_dir: Path, webserver_port: int | None = 3000,
-                 workspace: Path | None = None) -> None:
+                 workspace: Path | None = None, stock: bool = False) -> None:
+        if stock and workspace is None:
+            raise ValueError("a stock Dagster stack loads its definitions from a workspace file")
         self.env = env
         self.log_dir = log_dir
         self.webserver_port = webserver_port
         self.workspace = workspace
+        self.stock = stock
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.log_starts: dict[str, int] = {}
         self._socket_dir: str | None = None
@@ -108,9 +115,13 @@ class DagsterProcesses:
     def start(self) -> DagsterProcesses:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         bin_dir = Path(sys.executable).parent
-        target = ["-w", str(self._start_code_server())]
-        # dagster-daemon, with the run launcher's fork server started first (crawl_platform_dagster/daemon.py)
-        self._spawn("daemon", [sys.executable, "-m", "crawl_platform_dagster.daemon", "run", *target])
+        if self.stock:
+            target = ["-w", str(self.workspace)]
+            self._spawn("daemon", [str(bin_dir / "dagster-daemon"), "run", *target])
+        else:
+            target = ["-w", str(self._start_code_server())]
+            # dagster-daemon, with the run launcher's fork server started first (crawl_platform_dagster/daemon.py)
+            self._spawn("daemon", [sys.executable, "-m", "crawl_platform_dagster.daemon", "run", *target])
         if self.webserver_port:
             self._spawn("webserver", [str(bin_dir / "dagster-webserver"), "-h", "127.0.0.1",
                                       "-p", str(self.webserver_port), *target])
