@@ -9,9 +9,9 @@ sensor loop (:mod:`~crawl_platform_dagster.daemon`), the stack's wait for its co
 class named in ``dagster.yaml``, no setting for the sensor loop and no client for a code server,
 so each name below is a bet that the next Dagster release keeps an internal.
 ``tests/dagster/test_dagster_internals.py`` fails when a bet is lost; docs/dagster.md ("What the
-custom instance parts add") says what each part buys and how to run without it: with Dagster's
-default launcher, coordinator and storage, none of this module is loaded by the runs, and the
-crawl is still correct (``tests/e2e/test_stock_instance.py``).
+custom instance parts add") says what each part buys and how to run without it. With Dagster's
+default launcher, coordinator and storage and its own daemon, only the alert query's name is used,
+and the crawl is still correct (``tests/e2e/test_stock_instance.py``).
 
 Names that are imported only inside one process (the daemon, a forked run, ``crawl-platform up``)
 are functions that import them when called, so that importing this module stays cheap.
