@@ -4,7 +4,7 @@ A one-host crawl is one frontier partition, and the partition's limit of one run
 its batch runs follow one another: each waits in the queue until the daemon's next pass after
 the previous run ended. ``QueuedRunCoordinator`` takes ``dequeue_interval_seconds`` in whole
 seconds, so at its least (1 s) a batch waits up to a second there (the daemon's loop sleeps
-in steps of 0.5 s, ``dagster._daemon.daemon.IntervalDaemon``). :class:`QuickQueuedRunCoordinator`
+in steps of 0.5 s). :class:`QuickQueuedRunCoordinator`
 is the same coordinator with a fractional interval; ``dagster.yaml`` written by
 :func:`crawl_platform_dagster.instance.write_instance_yaml` sets 0.5. Each pass reads the queued
 and in-progress runs from the instance, a few milliseconds on an idle stack.
@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dagster import Field
-from dagster._core.run_coordinator.queued_run_coordinator import QueuedRunCoordinator
+from dagster import Field, QueuedRunCoordinator
 
 DEFAULT_DEQUEUE_INTERVAL_S = 0.5
 

@@ -15,9 +15,10 @@ hands over to it after two things that cut the time from a submitted seed to its
   has imported everything the daemon prints :data:`WARM_MESSAGE`;
   ``crawl-platform up`` waits for it before it says the stack is ready.
 - **The sensor loop is ``CRAWL_SENSOR_LOOP_S`` (1 s).** Dagster's sensor daemon passes over the
-  sensors every 5 s (``dagster._daemon.sensor.MIN_INTERVAL_LOOP_TIME``, a module constant with no
-  setting), whatever a sensor's ``minimum_interval_seconds``. A crawl waits for two sensors in
-  turn (seeds, then frontier) and each new link level for the frontier sensor again, so that loop
+  sensors every 5 s (``MIN_INTERVAL_LOOP_TIME`` of its sensor module, a constant with no setting;
+  :func:`crawl_platform_dagster.dagster_internals.sensor_daemon`), whatever a sensor's
+  ``minimum_interval_seconds``. A crawl waits for two sensors in turn (seeds, then frontier) and
+  each new link level for the frontier sensor again, so that loop
   would cost up to 5 s at each step. Each sensor still waits its own minimum interval, counted
   from its last tick's start, which comes a few milliseconds into a pass: with passes exactly 1 s
   apart, a one-second sensor would often not yet be due at the next pass and tick 2 s later. A
@@ -63,11 +64,12 @@ def set_sensor_loop(seconds: float) -> None:
     """Make the sensor daemon pass over the sensors every ``seconds`` (Dagster's constant is 5),
     plus :data:`LOOP_MARGIN_S`, so that a sensor whose minimum interval is ``seconds`` is due at
     every pass."""
-    import dagster._daemon.sensor as sensor_daemon  # noqa: PLC0415
+    from crawl_platform_dagster.dagster_internals import sensor_daemon  # noqa: PLC0415 - the daemon's alone
 
-    if not hasattr(sensor_daemon, "MIN_INTERVAL_LOOP_TIME"):  # a Dagster without the constant: its own loop
+    module = sensor_daemon()
+    if not hasattr(module, "MIN_INTERVAL_LOOP_TIME"):  # a Dagster without the constant: its own loop
         return
-    sensor_daemon.MIN_INTERVAL_LOOP_TIME = seconds + LOOP_MARGIN_S  # type: ignore[assignment]  # read on every pass
+    module.MIN_INTERVAL_LOOP_TIME = seconds + LOOP_MARGIN_S  # type: ignore[attr-defined]  # read on every pass
 
 
 def main() -> None:
@@ -75,10 +77,10 @@ def main() -> None:
 
     set_sensor_loop(Settings().sensor_loop_s)
     start_fork_server()
-    from dagster._daemon.cli import main as daemon_main  # noqa: PLC0415
+    from crawl_platform_dagster.dagster_internals import run_daemon_cli  # noqa: PLC0415
 
     sys.argv[0] = "dagster-daemon"
-    daemon_main()
+    run_daemon_cli()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ imports no Dagster, so the CLI pays nothing for it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +59,32 @@ def missing_limits_hint(missing: list[int]) -> str:
     return f"add tag_concurrency_limits entries {listed} with limit 1"
 
 
+CUSTOM_PARTS = ("launcher", "coordinator", "storage")
+"""The instance parts the platform brings (docs/dagster.md, "What the custom instance parts add"):
+the fork run launcher, the quick queued run coordinator, the pooled instance storage."""
+
+
 def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurrent_runs: int = 4,
-                        partitions: int = 8, writer_pool_limit: int | None = None) -> Path:
+                        partitions: int = 8, writer_pool_limit: int | None = None,
+                        stock: Collection[str] = ()) -> Path:
     """Write ``dagster.yaml``: queued runs, one run per frontier partition at a time, and
     ``writer_pool_limit`` lake writer steps at once (the ``crawl_duckdb_writer`` pool; by default
-    one per run slot, and the lake's lock orders them)."""
+    one per run slot, and the lake's lock orders them). The parts of :data:`CUSTOM_PARTS` named in
+    ``stock`` are left to Dagster's defaults: ``DefaultRunLauncher``, its queued run coordinator,
+    its own SQLite or PostgreSQL storage. The crawl is correct with any of them."""
+    unknown = set(stock) - set(CUSTOM_PARTS)
+    if unknown:
+        raise ValueError(f"no custom instance part {', '.join(sorted(unknown))}; "
+                         f"the parts are {', '.join(CUSTOM_PARTS)}")
     home.mkdir(parents=True, exist_ok=True)
     if postgres_url and postgres_url.startswith("postgresql://"):
         # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; dagster-postgres needs psycopg2.
         postgres_url = "postgresql+psycopg2://" + postgres_url.removeprefix("postgresql://")
-    if postgres_url:
+    if "storage" in stock:
+        storage = (f"# Dagster's own storage on PostgreSQL.\nstorage:\n  postgres:\n"
+                   f"    postgres_url: \"{postgres_url}\"\n" if postgres_url
+                   else "# Dagster's own storage: SQLite files in this folder.\n")
+    elif postgres_url:
         storage = ("# Dagster's PostgreSQL storage, holding its connections open (crawl_platform_dagster/storage.py).\n"
                    "storage:\n  custom:\n    module: crawl_platform_dagster.storage\n    class: PooledPostgresStorage\n"
                    f"    config:\n      postgres_url: \"{postgres_url}\"\n")
@@ -78,14 +94,16 @@ def write_instance_yaml(home: Path, postgres_url: str | None = None, max_concurr
                    "storage:\n  custom:\n    module: crawl_platform_dagster.storage_sqlite\n"
                    "    class: PooledSqliteStorage\n"
                    f"    config:\n      base_dir: {json.dumps(str(home.resolve()))}\n")
-    path = home / "dagster.yaml"
-    path.write_text(
-        f"""# Written by crawl-platform; edit freely, it is not overwritten.
-{storage}# Each run is a fork of a warm process that already imported Dagster and the definitions
+    launcher = """\
+# Each run is a fork of a warm process that already imported Dagster and the definitions
 # (crawl_platform_dagster/launcher.py): no interpreter start or imports per run.
 run_launcher:
   module: crawl_platform_dagster.launcher
   class: ForkRunLauncher
+"""
+    if "launcher" in stock:
+        launcher = "# Dagster's DefaultRunLauncher: each run a new process of the code server.\n"
+    coordinator = """\
 # Dagster's queued run coordinator, with a pass over the queue every half second: a one-host
 # crawl's batch runs follow one another, each waiting for the pass after the previous one ended
 # (crawl_platform_dagster/coordinator.py).
@@ -98,7 +116,13 @@ run_coordinator:
     # the code (seconds), so one at a time would start four runs one after another.
     dequeue_use_threads: true
     dequeue_num_workers: 4
-concurrency:
+"""
+    if "coordinator" in stock:
+        coordinator = "# Dagster's queued run coordinator, as it comes.\n"
+    path = home / "dagster.yaml"
+    path.write_text(
+        f"""# Written by crawl-platform; edit freely, it is not overwritten.
+{storage}{launcher}{coordinator}concurrency:
   runs:
     max_concurrent_runs: {max_concurrent_runs}
     tag_concurrency_limits:

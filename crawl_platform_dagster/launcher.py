@@ -28,16 +28,24 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dagster import Array, Field
-from dagster import _check as check
-from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
-from dagster._core.storage.dagster_run import DagsterRun
-from dagster._grpc.types import ExecuteRunArgs
-from dagster._serdes import ConfigurableClass, ConfigurableClassData, serialize_value
+from dagster import Array, DagsterRun, Field, serialize_value
+
+from crawl_platform_dagster.dagster_internals import (
+    RUN_COMMAND_MODULE,
+    CheckRunHealthResult,
+    ConfigurableClass,
+    ConfigurableClassData,
+    ExecuteRunArgs,
+    LaunchRunContext,
+    RunLauncher,
+    WorkerStatus,
+    install_interrupt_handlers,
+)
+from crawl_platform_dagster.dagster_internals import execute_run as execute_run_command
 
 PID_TAG = "crawl/run_pid"
 HOST_TAG = "crawl/run_host"
-DEFAULT_PRELOAD = ("dagster._cli.api", "dagster_postgres", "pandas", "crawl_platform_dagster.definitions",
+DEFAULT_PRELOAD = (RUN_COMMAND_MODULE, "dagster_postgres", "pandas", "crawl_platform_dagster.definitions",
                    "crawl_platform_dagster.warm")
 """What the fork server imports once: Dagster's run command, its PostgreSQL storage, pandas (DuckDB
 imports it at the first query with parameters), and the definitions with the whole engine. Not
@@ -60,12 +68,9 @@ def execute_run(input_json: str, tagged: Any) -> None:
     """The body of ``dagster api execute_run INPUT_JSON``, in a forked child, once the launcher
     has recorded the child's process id (``tagged`` is set): the run's record is not written by
     both at once."""
-    from dagster._cli.api import execute_run_command  # noqa: PLC0415 - preloaded by the fork server
-    from dagster._utils.interrupts import setup_interrupt_handlers  # noqa: PLC0415
-
-    setup_interrupt_handlers()  # SIGTERM interrupts the run like SIGINT, as in the CLI
+    install_interrupt_handlers()  # SIGTERM interrupts the run like SIGINT, as in the CLI
     tagged.wait(TAGGED_WAIT_S)
-    execute_run_command.main([input_json], prog_name="dagster api execute_run", standalone_mode=False)
+    execute_run_command([input_json])
 
 
 def process_alive(pid: int) -> bool:
@@ -142,8 +147,9 @@ class ForkRunLauncher(RunLauncher, ConfigurableClass):
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run
-        check.inst_param(run, "run", DagsterRun)
-        args = ExecuteRunArgs(job_origin=check.not_none(run.job_code_origin), run_id=run.run_id,
+        if run.job_code_origin is None:
+            raise ValueError(f"run {run.run_id} has no code origin to execute")
+        args = ExecuteRunArgs(job_origin=run.job_code_origin, run_id=run.run_id,
                               instance_ref=self._instance.get_ref(), set_exit_code_on_failure=None)
         with self._lock:
             for run_id, (child, _event) in list(self._children.items()):

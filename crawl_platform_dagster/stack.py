@@ -62,14 +62,21 @@ class DagsterProcesses:
     would start a code server of its own and replace it every 60 s (Dagster's workspace refresh),
     importing Dagster, DuckDB, pandas and the definitions anew each time, a steady cost on an idle
     stack (measured by ``benchmarks/platform_cost.py``), and the webserver would run a second one.
-    This is Dagster's own deployment shape for a code location (docs/deployment.md)."""
+    This is Dagster's own deployment shape for a code location (docs/deployment.md).
+
+    With ``stock``, the processes are Dagster's as they come: ``dagster-daemon run`` and
+    ``dagster-webserver`` on ``workspace`` (which must be given), each starting the code server it
+    needs, and the sensor loop Dagster's own (docs/dagster.md, "What the custom instance parts add")."""
 
     def __init__(self, env: dict[str, str], log_dir: Path, webserver_port: int | None = 3000,
-                 workspace: Path | None = None) -> None:
+                 workspace: Path | None = None, stock: bool = False) -> None:
+        if stock and workspace is None:
+            raise ValueError("a stock Dagster stack loads its definitions from a workspace file")
         self.env = env
         self.log_dir = log_dir
         self.webserver_port = webserver_port
         self.workspace = workspace
+        self.stock = stock
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.log_starts: dict[str, int] = {}
         self._socket_dir: str | None = None
@@ -93,14 +100,14 @@ class DagsterProcesses:
         return workspace
 
     def _wait_code_server(self, socket_path: str) -> None:
-        from dagster._grpc.client import DagsterGrpcClient  # noqa: PLC0415 - the engine imports no Dagster
+        # Dagster only now: the engine's commands import none of it.
+        from crawl_platform_dagster.dagster_internals import code_server_ping  # noqa: PLC0415
 
         deadline = time.monotonic() + CODE_SERVER_START_S
-        client = DagsterGrpcClient(socket=socket_path)
         while time.monotonic() < deadline and self.processes["code-server"].poll() is None:
             if os.path.exists(socket_path):
                 with contextlib.suppress(Exception):  # not serving yet
-                    client.ping("ready")
+                    code_server_ping(socket_path)
                     return
             time.sleep(0.2)
         # The daemon reports the unloadable location; the code server's log says why.
@@ -108,9 +115,13 @@ class DagsterProcesses:
     def start(self) -> DagsterProcesses:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         bin_dir = Path(sys.executable).parent
-        target = ["-w", str(self._start_code_server())]
-        # dagster-daemon, with the run launcher's fork server started first (crawl_platform_dagster/daemon.py)
-        self._spawn("daemon", [sys.executable, "-m", "crawl_platform_dagster.daemon", "run", *target])
+        if self.stock:
+            target = ["-w", str(self.workspace)]
+            self._spawn("daemon", [str(bin_dir / "dagster-daemon"), "run", *target])
+        else:
+            target = ["-w", str(self._start_code_server())]
+            # dagster-daemon, with the run launcher's fork server started first (crawl_platform_dagster/daemon.py)
+            self._spawn("daemon", [sys.executable, "-m", "crawl_platform_dagster.daemon", "run", *target])
         if self.webserver_port:
             self._spawn("webserver", [str(bin_dir / "dagster-webserver"), "-h", "127.0.0.1",
                                       "-p", str(self.webserver_port), *target])

@@ -39,14 +39,14 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from dagster._core.storage.config import pg_config
-from dagster._serdes import ConfigurableClassData
 from dagster_postgres import DagsterPostgresStorage
 from dagster_postgres.event_log import PostgresEventLogStorage
 from dagster_postgres.run_storage import PostgresRunStorage
 from dagster_postgres.schedule_storage import PostgresScheduleStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
 from sqlalchemy.engine import Engine
+
+from crawl_platform_dagster.dagster_internals import ConfigurableClassData
 
 POOL_SIZE = 2
 """Connections a process keeps open to the instance's database, shared by its run, event-log and
@@ -208,7 +208,3 @@ class PooledPostgresStorage(DagsterPostgresStorage):
         return cls(inst_data=inst_data, postgres_url=pg_url_from_config(config_value),
                    should_autocreate_tables=config_value.get("should_autocreate_tables", True),
                    token_provider=get_token_provider_from_config(config_value))
-
-    @classmethod
-    def config_type(cls) -> Any:
-        return pg_config()

@@ -32,21 +32,20 @@ from contextlib import contextmanager
 from typing import Any
 
 from dagster import StringSource
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
-from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
-from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
-from dagster._core.storage.sql import create_engine
-from dagster._core.storage.sqlite import create_db_conn_string
-from dagster._core.storage.sqlite_storage import (
-    DagsterSqliteStorage,
-    _event_logs_directory,
-    _runs_directory,
-    _schedule_directory,
-)
-from dagster._serdes import ConfigurableClassData
-from dagster._utils import mkdir_p
 from sqlalchemy.engine import Connection, Engine
 
+from crawl_platform_dagster.dagster_internals import (
+    ConfigurableClassData,
+    DagsterSqliteStorage,
+    SqliteEventLogStorage,
+    SqliteRunStorage,
+    SqliteScheduleStorage,
+    create_db_conn_string,
+    create_engine,
+    event_logs_directory,
+    runs_directory,
+    schedule_directory,
+)
 from crawl_platform_dagster.storage import (
     POOL_SIZE,
     _EventLogSchemaMemo,
@@ -159,16 +158,16 @@ class _SqliteEventLogStorage(_EventLogSchemaMemo, SqliteEventLogStorage):
 
 
 class PooledSqliteStorage(DagsterSqliteStorage):
-    """:class:`dagster._core.storage.sqlite_storage.DagsterSqliteStorage` on the same files, with
+    """Dagster's ``DagsterSqliteStorage`` on the same files, with
     an engine per file per process and the schema checked once per process."""
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         # DagsterSqliteStorage.__init__, with the storages above.
         self.base_dir = base_dir
-        mkdir_p(base_dir)
-        self._run_storage = _SqliteRunStorage.from_local(_runs_directory(base_dir))
-        self._event_log_storage = _SqliteEventLogStorage(_event_logs_directory(base_dir))
-        self._schedule_storage = _SqliteScheduleStorage.from_local(_schedule_directory(base_dir))
+        os.makedirs(base_dir, exist_ok=True)
+        self._run_storage = _SqliteRunStorage.from_local(runs_directory(base_dir))
+        self._event_log_storage = _SqliteEventLogStorage(event_logs_directory(base_dir))
+        self._schedule_storage = _SqliteScheduleStorage.from_local(schedule_directory(base_dir))
         self._inst_data = inst_data
         super(DagsterSqliteStorage, self).__init__()  # type: ignore[no-untyped-call]  # as its __init__ ends
 

@@ -31,7 +31,6 @@ from dagster import (
     run_failure_sensor,
     sensor,
 )
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster_shared.error import SerializableErrorInfo
 
 from crawl_platform.alerting.affected import crawls_of_batches
@@ -44,6 +43,7 @@ from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.frontier.state_store import utc_now
 from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.assets.jobs import crawl_quality_job
+from crawl_platform_dagster.dagster_internals import AssetCheckExecutionRecordStatus
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
 QUALITY_CHECKS = [AssetCheckKey(AssetKey("pages"), "pages_quality"),

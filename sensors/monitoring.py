@@ -19,7 +19,6 @@ from dagster import (
     SkipReason,
     sensor,
 )
-from dagster._core.scheduler.instigation import InstigatorType
 
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.kafka import KafkaBus
@@ -37,10 +36,10 @@ FRONTIER_SENSOR = "frontier_sensor"
 def frontier_sensor_cursor(instance: DagsterInstance) -> str | None:
     """The frontier sensor's stored cursor (the offsets it handed to batch runs), None before its
     first tick (or on an instance without schedule storage); with several code locations, the one
-    that ticked last."""
+    that ticked last. Instigator names are unique among a location's sensors and schedules."""
     if instance.schedule_storage is None:
         return None
-    states = [s for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+    states = [s for s in instance.all_instigator_state()
               if s.name == FRONTIER_SENSOR and s.instigator_data is not None]
     if not states:
         return None

@@ -10,6 +10,8 @@ nothing to remove and at :data:`MAX_PER_TICK` removals, so a months-old backlog 
 a few ticks. Nothing in the lake is touched: ``pages.batch_id`` and ``batch_items`` keep the history.
 """
 
+import time
+
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
@@ -20,7 +22,6 @@ from dagster import (
     SkipReason,
     sensor,
 )
-from dagster._time import get_current_timestamp
 
 from crawl_platform.monitoring.retention import expired_batches, retention_cutoff
 from crawl_platform_dagster.assets.crawl_batch import frontier_batches
@@ -74,6 +75,11 @@ def remove_expired_batches(instance: DagsterInstance, cutoff: float, limit: int 
     return removed
 
 
+def now() -> float:
+    """Seconds since the epoch: the clock Dagster stamps run events with (tests move it)."""
+    return time.time()
+
+
 @sensor(
     minimum_interval_seconds=600,
     default_status=DefaultSensorStatus.RUNNING,
@@ -82,7 +88,7 @@ def remove_expired_batches(instance: DagsterInstance, cutoff: float, limit: int 
 )
 def batch_retention_sensor(context: SensorEvaluationContext, crawl: CrawlSettingsResource) -> SkipReason:
     days = crawl.settings().batch_retention_days
-    cutoff = retention_cutoff(get_current_timestamp(), days)
+    cutoff = retention_cutoff(now(), days)
     if cutoff is None:
         return SkipReason("CRAWL_BATCH_RETENTION_DAYS is 0: every batch partition is kept")
     removed = remove_expired_batches(context.instance, cutoff)

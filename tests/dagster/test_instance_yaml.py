@@ -6,10 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dagster import DagsterInstance
+import pytest
+from dagster import DagsterInstance, DefaultRunLauncher, QueuedRunCoordinator
 from dagster._core.instance.config import dagster_instance_config
 
-from crawl_platform_dagster.instance import write_instance_yaml
+from crawl_platform_dagster.instance import CUSTOM_PARTS, write_instance_yaml
 from crawl_platform_dagster.stack import create_instance_storage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,3 +98,22 @@ def test_a_fresh_ui_opens_on_the_platform_not_on_the_community_sign_up_dialog(tm
         monkeypatch.setenv(name, "x")
     config, _cls = dagster_instance_config(str(shipped))
     assert config["nux"] == {"enabled": False}
+
+
+def test_a_stock_instance_keeps_the_limits_and_leaves_launcher_coordinator_and_storage_to_dagster(tmp_path):
+    write_instance_yaml(tmp_path, max_concurrent_runs=3, partitions=2, stock=CUSTOM_PARTS)
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert type(instance.run_launcher) is DefaultRunLauncher
+        assert type(instance.run_coordinator) is QueuedRunCoordinator
+        assert instance.run_coordinator.dequeue_interval_seconds == 5  # Dagster's own pass over the queue
+        assert type(instance.run_storage).__module__.startswith("dagster._core.storage.runs.sqlite")
+        limits = instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
+        assert limits == [{"key": f"crawl/frontier_p{p}", "limit": 1} for p in range(2)]
+        assert instance.run_retries_enabled
+    assert "crawl_platform_dagster" not in (tmp_path / "dagster.yaml").read_text()
+
+
+def test_only_the_platforms_parts_can_be_left_to_dagster(tmp_path):
+    with pytest.raises(ValueError) as refused:
+        write_instance_yaml(tmp_path, stock=["scheduler"])
+    assert str(refused.value) == "no custom instance part scheduler; the parts are launcher, coordinator, storage"

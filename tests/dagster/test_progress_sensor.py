@@ -3,10 +3,9 @@ frontier sensor's stored cursor; and the UI opens without Dagster's sign-up dial
 
 import json
 
-from dagster import AssetKey, AssetObservation, SensorResult, build_sensor_context, materialize
+from dagster import AssetKey, AssetObservation, SensorResult, build_sensor_context, instance_for_test, materialize
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteInstigatorOrigin, RemoteRepositoryOrigin
 from dagster._core.scheduler.instigation import InstigatorState, InstigatorStatus, InstigatorType, SensorInstigatorData
-from dagster._core.test_utils import instance_for_test
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from crawl_platform.bus.messages import FrontierURL

@@ -11,6 +11,7 @@ from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier
 from crawl_platform_dagster.assets.intake import crawls
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
+from crawl_platform_dagster.sensors import retention
 from crawl_platform_dagster.sensors.retention import batch_retention_sensor
 from tests.dagster.conftest import RESOURCES
 
@@ -74,7 +75,9 @@ def test_months_of_batches_stay_bounded_and_their_rows_stay_in_the_lake(crawl_en
         if day == DAYS - 4:  # someone materialises a batch of 6 days ago again
             with freeze_time(START + timedelta(days=day, hours=1)):
                 instance.report_runless_asset_event(AssetMaterialization("pages", partition=rematerialised))
-        with freeze_time(START + timedelta(days=day, hours=23, minutes=59)):
+        evening = START + timedelta(days=day, hours=23, minutes=59)
+        monkeypatch.setattr(retention, "now", evening.timestamp)
+        with freeze_time(evening):
             batch_retention_sensor(build_sensor_context(instance=instance, **context))
         counts.append(len(instance.get_dynamic_partitions("frontier_batches")))
 

@@ -20,8 +20,8 @@ from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
-from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses
+from crawl_platform_dagster.instance import CUSTOM_PARTS, write_instance_yaml
+from crawl_platform_dagster.stack import DagsterProcesses, create_instance_storage
 from tests.conftest import fresh_postgres_database, lake_catalog
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,9 +64,11 @@ def start_platform(broker, tmp_path_factory):
                 sys.stderr.write(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}\n")
 
     def start(max_concurrent_runs: int = 4, with_processes: bool = False, lake_on_postgres: bool = False,
-              **overrides):
+              stock_instance: bool = False, **overrides):
         """``lake_on_postgres``: the lake's catalog in a database of its own on the machine's
-        PostgreSQL (the scale-out profile) instead of the embedded SQLite file."""
+        PostgreSQL (the scale-out profile) instead of the embedded SQLite file. ``stock_instance``:
+        Dagster as it comes, none of the platform's instance parts: its default run launcher, run
+        coordinator and SQLite storage in DAGSTER_HOME, ``dagster-daemon run`` on workspace.yaml."""
         stop_started()
         tmp = tmp_path_factory.mktemp("platform")
         if lake_on_postgres:
@@ -85,13 +87,19 @@ def start_platform(broker, tmp_path_factory):
             "allowed_networks": ["127.0.0.0/8"], "celery_queue": f"crawl-test-{tag}", **overrides,
         }
         settings = Settings(**values)
-        database = fresh_postgres_database()
-        pg_url = database.__enter__()
-        databases.append(database)
-        write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=max_concurrent_runs,
-                            partitions=settings.topic_partitions)
+        if stock_instance:
+            write_instance_yaml(settings.dagster_home, max_concurrent_runs=max_concurrent_runs,
+                                partitions=settings.topic_partitions, stock=CUSTOM_PARTS)
+            create_instance_storage(settings.dagster_home)
+        else:
+            database = fresh_postgres_database()
+            pg_url = database.__enter__()
+            databases.append(database)
+            write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=max_concurrent_runs,
+                                partitions=settings.topic_partitions)
         env = {**os.environ, **settings.to_env()}
-        dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml")
+        dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml",
+                                   stock=stock_instance)
         dagster.start()
         started.append((dagster, tmp))
         time.sleep(5)
