@@ -39,7 +39,9 @@ class LakeSettings(BaseSettings):
         description="The lake's catalog: empty for the embedded SQLite file under `CRAWL_LAKE_PATH`, "
         "`sqlite:PATH` for another file, or `postgres:DSN` (e.g. `postgres:dbname=crawl host=pg.internal "
         "user=crawler`) for a catalog every machine shares (docs/deployment.md). A password in the DSN is "
-        "shown as `***`; `PGPASSWORD` or `~/.pgpass` keep it out of the DSN.",
+        "shown as `***`; `PGPASSWORD` or `~/.pgpass` keep it out of the DSN. TLS to PostgreSQL: add "
+        "`sslmode=verify-full sslrootcert=/path/to/ca.pem` to the DSN; it reaches libpq untouched (both the "
+        "DuckDB extension and the write lock's connection use it).",
     )
     lake_data_path: str = Field(
         "", validation_alias=AliasChoices("CRAWL_LAKE_DATA_PATH", "lake_data_path"),
