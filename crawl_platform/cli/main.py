@@ -149,10 +149,10 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
                      help="attach the lake read-write and run any statement (default: read the lake, nothing else)")
     sql.add_argument("--csv", action="store_true", help="print results as CSV")
     backup = sub.add_parser("backup", help="copy the lake as of one snapshot into a new folder")
-    backup.add_argument("dest", metavar="DEST", help="a new or empty folder")
+    backup.add_argument("dest", metavar="DEST", help="a new or empty folder, or s3://bucket/prefix/")
     backup.add_argument("--snapshot", type=int, metavar="N", help="the snapshot to copy (default: the latest)")
     restore = sub.add_parser("restore", help="land a backup into the lake, checked against its manifest")
-    restore.add_argument("src", metavar="SRC", help="a folder written by backup")
+    restore.add_argument("src", metavar="SRC", help="a folder written by backup, or its s3:// URL")
     restore.add_argument("--lake-path", type=Path, metavar="PATH",
                          help="restore into the embedded lake at PATH (default: the configured lake)")
     restore.add_argument("--force", action="store_true", help="replace the lake's crawl data if it holds any")
