@@ -50,6 +50,7 @@ from crawl_platform.pipeline.submission import (
     user_crawl_id_problem,
 )
 from crawl_platform.states import CrawlState
+from crawl_platform.storage import StorageError
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import ExtensionError
@@ -179,7 +180,7 @@ def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command
         with _without_pandas(args.command in _NO_PANDAS_COMMANDS):
             return _dispatch(settings, args)
     except (BusError, StoreBusyError, BrokerStartError, StoreUnavailableError, QueryError,
-            TransferFailedError) as exc:
+            TransferFailedError, StorageError) as exc:
         return fail(str(exc), EXIT_UNAVAILABLE)
     except (ExtensionError, TransferRefusedError, RulesError, UnknownRulesCrawlError) as exc:
         return fail(str(exc), EXIT_USAGE)

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, BeforeValidator, Field
 from pydantic_settings import BaseSettings
 
+from crawl_platform.config.storage import folder_location
+
 
 class RunSettings(BaseSettings):
     """Batching (sizes, groups, continuation, shards, the sensor loop) and the executor."""
@@ -61,7 +63,7 @@ class RunSettings(BaseSettings):
         description="Fetch steps a batch run fans out into, each over whole hosts. `0`: 1 on the in-process "
         "executor (its hosts are fetched in parallel threads anyway), 4 on Celery.",
     )
-    handoff_dir: Annotated[str, BeforeValidator(str)] = Field(
+    handoff_dir: Annotated[str, BeforeValidator(folder_location)] = Field(
         "data/handoff", validation_alias=AliasChoices("CRAWL_HANDOFF_DIR", "handoff_dir"),
         description="Where a run's fetch steps hand their pages to its landing step (pickles, removed once "
         "the batch has landed): a local path, or `s3://bucket/prefix/` (docs/storage.md), which Celery "
