@@ -176,3 +176,16 @@ def test_maintenance_merges_a_lake_on_object_storage(s3_server: S3Server, store_
     report = maintain_lake(store, timedelta(days=7), reader_grace=timedelta(0))
     assert report.files_merged >= len(before) == 4
     assert store.query("SELECT count(*), sum(i) FROM probe") == [(400, sum(range(400)))]
+
+
+def test_a_local_lake_archives_to_a_bucket(s3_server: S3Server, store_settings: Settings, hostile: object) -> None:
+    """``CRAWL_ARCHIVE_PATH=s3://…`` beside a lake on local disk: the WARC files go to the bucket,
+    reached with the settings' credentials, and read back from there."""
+    bucket = s3_server.new_bucket()
+    settings = s3_server.settings(store_settings).model_copy(update={"archive_path": f"s3://{bucket}/warc/"})
+    store = CrawlStore.from_settings(settings)
+    bodies = archive_site(hostile)  # type: ignore[arg-type]
+    register(store, "c1", *bodies)
+    fetch_and_land(store, "c1", "b1", list(bodies))
+    assert [f for f in s3_server.bucket_files(bucket) if f.startswith("warc/") and f.endswith(".warc.gz")]
+    assert {r.url: r.body for r in archived_responses(store, "c1")} == bodies
