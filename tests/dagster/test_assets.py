@@ -64,7 +64,7 @@ def test_seed_intake_then_one_batch_lands_pages_with_metadata_and_checks(crawl_e
     ((warc_file, offset, length, digest),) = store.query("SELECT warc_file, warc_offset, warc_length, content_hash "
                                                          "FROM pages")
     assert f"/{key}-s0-" in warc_file
-    assert hashlib.sha256(b"200\n" + read_response(store.archive_root, warc_file, offset, length)[1]).hexdigest() \
+    assert hashlib.sha256(b"200\n" + read_response(store.archive, warc_file, offset, length)[1]).hexdigest() \
         == digest
 
     # Re-materialising the partition refetches exactly that batch and adds no rows.
@@ -137,7 +137,7 @@ def test_a_batch_over_several_partitions_fans_out_into_host_shards_and_lands_onc
         assert pages_meta["shards"].value == 2
         assert sorted(store.query("SELECT url FROM pages")) == sorted((u,) for u in seeds)
         # The handoff between steps is gone once the batch landed.
-        assert not any(crawl_env.handoff_dir.rglob("*.pickle"))
+        assert not any(Path(crawl_env.handoff_dir).rglob("*.pickle"))
         assert all(s.request_count("/") == 1 for s in (a, b, c))
 
 
