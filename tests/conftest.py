@@ -23,9 +23,10 @@ from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
-from tests.sites.alert_receivers import SMTPReceiver, WebhookReceiver
+from tests.sites.alert_receivers import LoopbackCertificate, SMTPReceiver, WebhookReceiver
 from tests.sites.docs import DocsSite
 from tests.sites.near_copies import serve_near_copy_site
+from tests.sites.object_store import S3Server
 
 POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -241,3 +242,26 @@ def alert_settings(settings: Settings, webhook: WebhookReceiver | None = None,
         update.update(alert_smtp_host=smtp.host, alert_smtp_port=smtp.port, alert_email_from="crawler@test.local",
                       alert_email_to=["ops@test.local", "oncall@test.local"])
     return settings.model_copy(update={**update, **overrides})
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3-compatible server on loopback (``rclone serve s3``), plain HTTP; each test takes
+    a bucket of its own with ``s3_server.new_bucket()``."""
+    with S3Server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """The same server on HTTPS only, with a certificate of a CA the test made (``AWS_CA_BUNDLE``
+    in its settings)."""
+    folder = tmp_path_factory.mktemp("s3-tls")
+    with S3Server(folder, tls=LoopbackCertificate(folder)) as server:
+        yield server
+
+
+@pytest.fixture(params=["http", "https"])
+def s3(request: pytest.FixtureRequest) -> S3Server:
+    """The S3 server, once plain and once over TLS."""
+    return request.getfixturevalue("s3_server" if request.param == "http" else "s3_tls_server")

@@ -4,7 +4,8 @@ Every knob the engine, the Dagster layer and the CLI read lives in :class:`Setti
 environment variable that sets it. Nothing else in the code base calls ``os.getenv``: components
 take plain values in ``__init__`` and a ``from_settings`` classmethod wires them from this object.
 The fields are declared by concern, one module each: :mod:`~crawl_platform.config.bus` (Kafka),
-:mod:`~crawl_platform.config.lake` (the store), :mod:`~crawl_platform.config.runs` (batching and
+:mod:`~crawl_platform.config.lake` (the store),
+:mod:`~crawl_platform.config.storage` (object storage), :mod:`~crawl_platform.config.runs` (batching and
 execution), :mod:`~crawl_platform.config.fetch` (fetching and parsing) and
 :mod:`~crawl_platform.config.operations` (crawl defaults, alerts, monitoring, revisits).
 """
@@ -22,11 +23,12 @@ from crawl_platform.config.fetch import FetchSettings
 from crawl_platform.config.lake import LakeSettings
 from crawl_platform.config.operations import OperationsSettings, Scope
 from crawl_platform.config.runs import RunSettings
+from crawl_platform.config.storage import ObjectStoreSettings
 
 __all__ = ["Scope", "Settings"]
 
 
-class Settings(OperationsSettings, FetchSettings, RunSettings, LakeSettings, BusSettings):
+class Settings(OperationsSettings, FetchSettings, RunSettings, ObjectStoreSettings, LakeSettings, BusSettings):
     """Platform settings; each field is read from the environment variable named in its alias."""
 
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, frozen=True)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "crawl_platform"
-# The plain modules below the store: settings, URL rules and the stored state values.
-BELOW_STORE = {"config", "patterns", "redaction", "states", "urls"}
+# The plain modules below the store: settings, URL rules, the stored state values, and the folders
+# (local or object storage) files are kept in.
+BELOW_STORE = {"config", "patterns", "redaction", "states", "storage", "urls"}
 # The Dagster layer (crawl_platform_dagster/ reaches the other three through symlinks).
 DAGSTER = [ROOT / "crawl_platform_dagster", ROOT / "assets", ROOT / "sensors", ROOT / "resources"]
 RUNS_SQL = {"execute", "executemany", "extract_statements", "query", "sql"}  # a DuckDB connection's or the store's
