@@ -23,7 +23,7 @@ from tests.cluster.deployment import REPO, Deployment, HostPlan, fill, host_env,
 from tests.cluster.network import Host, Network
 from tests.cluster.site_host import Request, parse_log
 
-SITE_ADDRESS = "10.77.0.30"
+SITE_ADDRESSES = "10.77.0.{}"  # the site hosts: .30, .31, ...
 STEP_TIMEOUT_S = 180.0
 
 
@@ -65,9 +65,14 @@ class Cluster:
         return host
 
     def start_sites(self, sites: int, pages: int, seed: int) -> Host:
-        self.site = self.network.add_host("site", SITE_ADDRESS)
+        """A new site host serving ``sites`` generated sites of ``pages`` pages; the previous one stops."""
+        if self.site is not None:
+            self.site.stop()
+        number = sum(1 for name in self.network.hosts if name.startswith("site-"))
+        address = SITE_ADDRESSES.format(30 + number)
+        self.site = self.network.add_host(f"site-{number}", address)
         env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin", "PYTHONPATH": str(REPO)}
-        self.site.start("sites", f"python -m tests.cluster.site_host {SITE_ADDRESS} {self.site.home} "
+        self.site.start("sites", f"python -m tests.cluster.site_host {address} {self.site.home} "
                         f"--sites {sites} --pages {pages} --seed {seed}", env)
         deadline = time.monotonic() + 60
         while not (self.site.home / "expected.json").exists():
@@ -107,7 +112,7 @@ class Cluster:
     def assert_private(self) -> None:
         """No host's environment names another host's folder."""
         for host in self.network.hosts.values():
-            if host.name == "site":
+            if host.name.startswith("site-"):
                 continue
             text = json.dumps(self.env(host))
             for other in self.network.hosts.values():
@@ -123,9 +128,8 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def start_cluster(workers: int = 2, sites: int = 4, pages: int = 100, seed: int = 1,
-                  deployment: Deployment | None = None) -> Iterator[Cluster]:
-    """The control host, ``workers`` worker hosts and the site host, up; all of it removed on exit."""
+def start_cluster(workers: int = 2, deployment: Deployment | None = None) -> Iterator[Cluster]:
+    """The control host and ``workers`` worker hosts, up; all of it removed on exit."""
     deployment = deployment or load_deployment()
     with Network(deployment.subnet) as network:
         shared = network.root / "shared"
@@ -135,7 +139,6 @@ def start_cluster(workers: int = 2, sites: int = 4, pages: int = 100, seed: int 
             cluster.bring_up(deployment.control)
             for plan in deployment.workers[:workers]:
                 cluster.bring_up(plan)
-            cluster.start_sites(sites, pages, seed)
             yield cluster
         except BaseException:
             sys.stderr.write(cluster.logs_tail())

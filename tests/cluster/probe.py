@@ -3,7 +3,7 @@
 ``python -m tests.cluster.probe landed CRAWL_ID``: the crawl's page URLs as stored (duplicates
 kept), and how many of its frontier URLs are still pending. ``python -m tests.cluster.probe
 archive CRAWL_ID``: every stored response of the crawl read back from the archive on this host
-(URL, status and body length of each). Run in a host with that host's environment, it reads
+(URL, status, content type and body length of each). Run in a host with that host's environment, it reads
 what that host reaches.
 """
 
@@ -26,7 +26,8 @@ def main() -> None:
                               [crawl_id])[0][0]
         print(json.dumps({"urls": urls, "pending": pending}))
     elif what == "archive":
-        records = [(r.url, r.status, len(r.body)) for r in archived_responses(store, crawl_id, latest_only=False)]
+        stored = archived_responses(store, crawl_id, latest_only=False)
+        records = [(r.url, r.status, r.content_type or "", len(r.body)) for r in stored]
         print(json.dumps({"records": records}))
     else:
         raise SystemExit(f"unknown probe {what}")
