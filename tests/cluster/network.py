@@ -23,6 +23,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -109,7 +110,7 @@ class Host:
 
     def argv(self, command: str, user: str | None = None) -> list[str]:
         as_user = ["runuser", "-u", user, "--"] if user else []
-        return ["ip", "netns", "exec", self.namespace, *as_user, "bash", "-c", command]
+        return ["ip", "netns", "exec", self.namespace, *as_user, "bash", "-ec", command]
 
     def run(self, command: str, env: dict[str, str], user: str | None = None,
             timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -164,6 +165,28 @@ class Host:
         while namespace_pids(self.namespace) and time.monotonic() < deadline:
             time.sleep(0.2)
         self.kill()
+
+    def signal_program(self, program: str, signum: signal.Signals) -> list[int]:
+        """Send ``signum`` to every process of this host running ``program`` (its ``comm``); their PIDs."""
+        pids = []
+        for pid in namespace_pids(self.namespace):
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/comm").read_text().strip() == program:
+                    os.kill(pid, signum)
+                    pids.append(pid)
+        return pids
+
+    @contextlib.contextmanager
+    def paused(self, program: str) -> Iterator[list[int]]:
+        """Every ``program`` process of this host stopped (SIGSTOP) inside the block: it holds its
+        connections and answers nothing, as a server behind a partition; SIGCONT at the end."""
+        pids = self.signal_program(program, signal.SIGSTOP)
+        try:
+            yield pids
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     def cut_link(self) -> None:
         ip("link", "set", self.link, "down")

@@ -51,6 +51,23 @@ def assert_landed_exactly_once(cluster: Cluster, crawl_id: str, host: str = "con
     return urls
 
 
+def start_crawl(cluster: Cluster, crawl_id: str):
+    """``crawl --wait`` started on the control host; its output goes to the host's log ``crawl-<id>``."""
+    control = cluster.host("control")
+    seeds = [f"http://{host}/" for host in cluster.seeds]
+    return control.start(f"crawl-{crawl_id}", " ".join(["crawl-platform", "crawl", *seeds, "--crawl-id", crawl_id,
+                                                        "--wait", "--timeout", "500"]), cluster.env(control))
+
+
+def wait_for_requests(cluster: Cluster, count: int, waiter, log: str, client: str | None = None) -> None:
+    """Until the site host has answered ``count`` requests (from ``client``, if given), mid-crawl."""
+    deadline = time.monotonic() + 240
+    while sum(client in (None, r.client) for r in cluster.site_requests()) < count:
+        assert waiter.poll() is None, cluster.host("control").log(log)[-3000:]
+        assert time.monotonic() < deadline, f"fewer than {count} requests after 240 s"
+        time.sleep(0.5)
+
+
 def test_every_page_once_every_record_readable_from_every_host_politeness_across_workers(cluster):
     cluster.start_sites(sites=4, pages=60, seed=1)
     done = crawl(cluster, "everywhere")
@@ -79,15 +96,9 @@ def test_every_page_once_every_record_readable_from_every_host_politeness_across
 def test_a_worker_host_killed_mid_crawl_loses_nothing_and_duplicates_nothing(cluster):
     cluster.start_sites(sites=4, pages=150, seed=11)
     control = cluster.host("control")
-    seeds = [f"http://{host}/" for host in cluster.seeds]
-    waiter = control.start("crawl-killed", " ".join(["crawl-platform", "crawl", *seeds, "--crawl-id", "killed",
-                                                     "--wait", "--timeout", "500"]), cluster.env(control))
+    waiter = start_crawl(cluster, "killed")
     victim = cluster.host("worker-1")
-    deadline = time.monotonic() + 240
-    while sum(r.client == victim.address for r in cluster.site_requests()) < 40:
-        assert waiter.poll() is None, control.log("crawl-killed")[-3000:]
-        assert time.monotonic() < deadline, "worker-1 fetched too little to be killed mid-crawl"
-        time.sleep(0.5)
+    wait_for_requests(cluster, 40, waiter, "crawl-killed", client=victim.address)
     victim.kill()  # every process of the host, at once: the machine is gone
     killed_at = time.time()
     try:
@@ -99,3 +110,22 @@ def test_a_worker_host_killed_mid_crawl_loses_nothing_and_duplicates_nothing(clu
         assert {r.client for r in after} == {cluster.host("worker-2").address}
     finally:
         cluster.bring_up(cluster.deployment.host("worker-1"))  # back for the tests after this one
+
+
+OUTAGE_S = 30
+
+
+def test_the_catalog_unreachable_for_a_while_the_crawl_waits_and_resumes_nothing_lost(cluster):
+    """PostgreSQL (the lake's catalog, and Dagster's storage with it) stops answering mid-crawl:
+    every process that asks it waits on its connection, as behind a partition."""
+    cluster.start_sites(sites=4, pages=100, seed=21)
+    control = cluster.host("control")
+    waiter = start_crawl(cluster, "catalog-out")
+    wait_for_requests(cluster, 60, waiter, "crawl-catalog-out")
+    with control.paused("postgres") as pids:
+        assert pids
+        time.sleep(OUTAGE_S)
+        assert waiter.poll() is None  # waiting, not failed
+    waiter.wait(560)
+    assert waiter.returncode == 0, control.log("crawl-catalog-out")[-3000:] + cluster.logs_tail()
+    assert_landed_exactly_once(cluster, "catalog-out")
