@@ -11,7 +11,6 @@ config, calls it and reports.
 """
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from dagster import (
     AssetExecutionContext,
@@ -31,6 +30,7 @@ from dagster import (
 from pydantic import Field
 
 from crawl_platform.lake.backup import backup_lake
+from crawl_platform.storage import ObjectStore, open_folder
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.maintenance import READER_GRACE, maintain_lake
 from crawl_platform.store.transfer import TransferFailedError, TransferRefusedError
@@ -98,13 +98,13 @@ def lake_backup(context: OpExecutionContext, config: LakeBackupConfig, crawl: Cr
     try:
         snapshot = store.snapshot_id()
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        dest = Path(config.dest) if config.dest else settings.lake_backups_root() / f"{snapshot}-{stamp}"
-        manifest = backup_lake(store, dest, snapshot=snapshot)
+        dest = config.dest or settings.lake_backup(f"{snapshot}-{stamp}")
+        manifest = backup_lake(store, open_folder(dest, ObjectStore.from_settings(settings)), snapshot=snapshot)
     except (TransferRefusedError, TransferFailedError, StoreUnavailableError) as err:
         raise Failure(description=str(err)) from None
     context.log.info(f"backed up snapshot {manifest.snapshot_id} to {dest}")
-    return Output(str(dest), metadata={
-        "dest": MetadataValue.path(str(dest)),
+    return Output(dest, metadata={
+        "dest": MetadataValue.path(dest),
         "snapshot_id": manifest.snapshot_id,
         "snapshot_time": manifest.snapshot_time,
         "created_at": manifest.created_at,

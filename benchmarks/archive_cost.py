@@ -34,6 +34,7 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.fetch.transport import Exchange
 from crawl_platform.pipeline.landing import land_batch
+from crawl_platform.storage import LocalFolder
 from crawl_platform.store.database import CrawlStore
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -87,7 +88,7 @@ with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             name = writer.shard_file_name("bench", "s0")
             clock = time.perf_counter()
-            pointers, _failed = writer.archive_results(root, name, results, {"isPartOf": "bench"})
+            pointers, _failed = writer.archive_results(LocalFolder(root), name, results, {"isPartOf": "bench"})
             times.append(time.perf_counter() - clock)
         return statistics.median(times), pointers, (root / name).stat().st_size
 
@@ -102,7 +103,7 @@ with tempfile.TemporaryDirectory() as tmp:
     clock = time.perf_counter()
     for r in results:
         p = pointers[r.url]
-        _headers, body = read_response(root, p.warc_file, p.offset, p.length)
+        _headers, body = read_response(LocalFolder(root), p.warc_file, p.offset, p.length)
         assert body == r.body
     one_by_one = time.perf_counter() - clock
     print(f"read_response (open, seek, parse per page): {one_by_one * 1000 / args.pages:.3f} ms/page")

@@ -57,7 +57,7 @@ def _pass(store: CrawlStore, urls: list[str], batch_id: str, known: bool) -> tup
     requests = [FetchRequest(u, etag=(v := latest.get(u)) and v.etag, last_modified=v and v.last_modified,
                              known_hash=v.content_hash if (v and known) else None) for u in urls]
     fetcher = Fetcher("recrawl-cost/1.0", host_delay_s=0.0, allowed_networks=["127.0.0.1/32"])
-    shards = ShardFetcher(fetcher, archive=store.archive_root, parse_workers=1)
+    shards = ShardFetcher(fetcher, archive=store.archive, parse_workers=1)
     try:
         shard = shards.fetch(requests, [], batch_id)
     finally:

@@ -69,7 +69,7 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
         A shard smaller than ``CRAWL_PARSE_WORKERS_FROM`` starts no workers: it is parsed in the
         step unless they run already."""
         settings = self.settings()
-        archive = CrawlStore.from_settings(settings).archive_root if settings.archive_responses else None
+        archive = CrawlStore.from_settings(settings).archive if settings.archive_responses else None
         lent = run_parse_workers(settings, start=pages >= settings.parse_workers_from) if shared_workers else None
         return ShardFetcher(Fetcher.from_settings(settings), settings.parser, archive,
                             main_content=settings.main_content, parse_workers=settings.parse_workers,

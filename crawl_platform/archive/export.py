@@ -23,6 +23,7 @@ from typing import Any
 
 from crawl_platform.archive.reader import archived_records, count_archived
 from crawl_platform.archive.writer import WarcFile
+from crawl_platform.storage import LocalFolder
 from crawl_platform.store import crawls, exports
 from crawl_platform.store.database import CrawlStore
 
@@ -101,8 +102,8 @@ def _export_warc(store: CrawlStore, crawl_id: str, dest: Path, stem: str, report
             if warc is None or warc.size + len(member) > WARC_FILE_BYTES:
                 if warc is not None:
                     warc.commit()
-                    done.append(ExportedFile(warc.path, "warc", rows))
-                warc = WarcFile(dest, f"{stem}-{len(done):05d}.warc.gz", {"isPartOf": crawl_id})
+                    done.append(ExportedFile(dest / warc.name, "warc", rows))
+                warc = WarcFile(LocalFolder(dest), f"{stem}-{len(done):05d}.warc.gz", {"isPartOf": crawl_id})
                 rows = 0
             warc.copy(member)
             rows += 1
@@ -110,7 +111,7 @@ def _export_warc(store: CrawlStore, crawl_id: str, dest: Path, stem: str, report
                 report("warc", index, total)
         if warc is not None:
             warc.commit()
-            done.append(ExportedFile(warc.path, "warc", rows))
+            done.append(ExportedFile(dest / warc.name, "warc", rows))
     except BaseException:
         if warc is not None:
             warc.discard()

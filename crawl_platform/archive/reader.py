@@ -2,25 +2,28 @@
 
 The fetch steps write every response as a gzip WARC record (:mod:`crawl_platform.archive.writer`)
 and ``pages`` keeps each version's ``warc_file`` (relative to :func:`archive_root`),
-``warc_offset`` and ``warc_length``: one gzip member, readable alone. :func:`read_response` reads
-one record; :func:`archived_responses` streams a crawl's stored responses (the re-parse path of
-extraction rules and main-content assets, and ``crawl-platform show`` / ``export``), opening each
-WARC file once and seeking from record to record. The records are parsed by fastwarc.
+``warc_offset`` and ``warc_length``: one gzip member, readable alone. The archive is a
+:class:`~crawl_platform.storage.Folder`, local or in object storage. :func:`read_response` reads
+one record (one ranged read of an object); :func:`archived_responses` streams a crawl's stored
+responses (the re-parse path of extraction rules and main-content assets, and ``crawl-platform
+show`` / ``export``), opening each WARC file once (an object is fetched once, in parallel ranges)
+and seeking from record to record. The records are parsed by fastwarc.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 
 from crawl_platform.config import Settings
+from crawl_platform.storage import Folder
 from crawl_platform.store import pages
 from crawl_platform.store.database import CrawlStore
 
@@ -45,27 +48,29 @@ class ArchivedResponse:
     fetched_at: datetime  # UTC, naive (like pages.fetched_at)
 
 
-def archive_root(settings: Settings) -> Path:
-    """The folder WARC files live under: CRAWL_ARCHIVE_PATH, or ``archive/`` in CRAWL_LAKE_PATH."""
-    return CrawlStore.from_settings(settings).archive_root
+def archive_folder(settings: Settings) -> Folder:
+    """The folder WARC files live in: CRAWL_ARCHIVE_PATH, or the lake's default (docs/storage.md)."""
+    return CrawlStore.from_settings(settings).archive
 
 
-def read_response(archive_root: Path, warc_file: str, offset: int, length: int) -> tuple[list[tuple[str, str]], bytes]:
+def read_response(archive: Folder, warc_file: str, offset: int, length: int) -> tuple[list[tuple[str, str]], bytes]:
     """(HTTP headers, body) of the response record at ``offset`` (``length`` bytes) of ``warc_file``
-    under ``archive_root``; raises :class:`ArchiveReadError`."""
-    _status, headers, body = read_stored(archive_root, warc_file, offset, length)
+    in ``archive``; raises :class:`ArchiveReadError`."""
+    _status, headers, body = read_stored(archive, warc_file, offset, length)
     return headers, body
 
 
-def read_stored(archive_root: Path, warc_file: str, offset: int,
+def read_stored(archive: Folder, warc_file: str, offset: int,
                 length: int) -> tuple[str, list[tuple[str, str]], bytes]:
     """Like :func:`read_response`, with the stored status line first (``HTTP/1.1 200 OK``)."""
-    path = archive_root / warc_file
+    where = _where(archive, warc_file)
     try:
-        with path.open("rb") as file:
-            return _parse(_member(file, path, offset, length), path, offset)
+        data = archive.read_range(warc_file, offset, length)
     except OSError as err:
-        raise ArchiveReadError(f"cannot read {path}: {err.strerror or err}") from None
+        raise ArchiveReadError(f"cannot read {where}: {err.strerror or err}") from None
+    if len(data) != length:
+        raise ArchiveReadError(f"{where} ends before the record at offset {offset} (length {length})")
+    return _parse(data, where, offset)
 
 
 def archived_responses(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None = None,
@@ -73,8 +78,8 @@ def archived_responses(store: CrawlStore, crawl_id: str, urls: Sequence[str] | N
     """The stored responses of the crawl's page versions (of ``urls`` only, if given), read from
     the archive: only versions with a response and a record (failed fetches have none). With
     ``latest_only``, each URL's latest version the crawl produced. Yielded file by file in
-    record order (each file opened once), from the store's archive (``store.archive_root``, which
-    :func:`archive_root` gives for the settings that made the store)."""
+    record order (each file opened once), from the store's archive (``store.archive``, which
+    :func:`archive_folder` gives for the settings that made the store)."""
     for row, path, member in _members(store, crawl_id, urls, latest_only):
         url, version, crawl, final, status, ctype, fetched, _file, offset, _length = row
         _status, headers, body = _parse(member, path, offset)
@@ -99,30 +104,35 @@ def _located(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None, lates
 
 
 def _members(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None,
-             latest_only: bool) -> Iterator[tuple[tuple[Any, ...], Path, bytes]]:
+             latest_only: bool) -> Iterator[tuple[tuple[Any, ...], str, bytes]]:
     by_file: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for row in _located(store, crawl_id, urls, latest_only):
         by_file[row[7]].append(row)
     for warc_file, rows in by_file.items():
-        path = store.archive_root / warc_file
-        try:
-            file = path.open("rb")
-        except OSError as err:
-            raise ArchiveReadError(f"cannot read {path}: {err.strerror or err}") from None
-        with file:
+        where = _where(store.archive, warc_file)
+        with contextlib.ExitStack() as stack:
+            try:
+                file = stack.enter_context(store.archive.open_read(warc_file))
+            except OSError as err:
+                raise ArchiveReadError(f"cannot read {where}: {err.strerror or err}") from None
             for row in rows:
-                yield row, path, _member(file, path, row[8], row[9])
+                yield row, where, _member(file, where, row[8], row[9])
 
 
-def _member(file: BinaryIO, path: Path, offset: int, length: int) -> bytes:
+def _where(archive: Folder, warc_file: str) -> str:
+    """The file as messages name it: its path, or its ``s3://`` URL."""
+    return f"{archive.url.rstrip('/')}/{warc_file}"
+
+
+def _member(file: BinaryIO, where: str, offset: int, length: int) -> bytes:
     file.seek(offset)
     data = file.read(length)
     if len(data) != length:
-        raise ArchiveReadError(f"{path} ends before the record at offset {offset} (length {length})")
+        raise ArchiveReadError(f"{where} ends before the record at offset {offset} (length {length})")
     return data
 
 
-def _parse(member: bytes, path: Path, offset: int) -> tuple[str, list[tuple[str, str]], bytes]:
+def _parse(member: bytes, path: str, offset: int) -> tuple[str, list[tuple[str, str]], bytes]:
     try:
         for record in ArchiveIterator(io.BytesIO(member), record_types=WarcRecordType.response, parse_http=True):
             if record.http_headers is None:

@@ -5,10 +5,13 @@ shard's fetch: a ``warcinfo`` record first, then per response a ``request`` and 
 record (WARC/1.1, each its own gzip member, written by fastwarc; a redirect chain's hops each get
 theirs, in order, before the final response's), and the
 :class:`RecordPointer` of each response record, which landing stores in ``pages.warc_*`` and
-:mod:`crawl_platform.archive.reader` reads back. The file is written under a temporary name and
-renamed into place only once it is complete and fsynced, and every file name is new (the
-batch, the shard and a random part), so a retried or repeated fetch step never overwrites a
-file that landed rows point into; a failed attempt leaves at most an unreferenced ``.part``.
+:mod:`crawl_platform.archive.reader` reads back. The archive is a
+:class:`~crawl_platform.storage.Folder`: a local folder, where the file is written under a
+temporary name and renamed into place once complete and fsynced, or object storage, where it is
+written to a local temporary file and uploaded (in parts) when complete; either way it appears
+whole before any row points into it. Every file name is new (the batch, the shard and a random
+part), so a retried or repeated fetch step never overwrites a file that landed rows point into;
+a failed attempt leaves at most an unreferenced ``.part``.
 Each result's records are compressed into memory first and appended whole, so a result that
 cannot be written is left out of the file, with its reason, and the others are archived; only a
 failure of the file itself (a full disk) fails the shard.
@@ -20,20 +23,18 @@ The stored body is the decoded one the parser saw, so the stored headers say so:
 from __future__ import annotations
 
 import io
-import os
 import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import BinaryIO
 
 from fastwarc.stream_io import GzipWriter
 from fastwarc.warc import WarcRecord, WarcRecordType
 
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.fetch.transport import Exchange
+from crawl_platform.storage import Folder
 
 # gzip level of every record: level 3 costs well under half of level 6's CPU for an archive barely
 # larger; level 1 is cheaper still but makes a much larger archive (measured by
@@ -63,19 +64,17 @@ def shard_file_name(batch_id: str, shard: str, when: datetime | None = None) -> 
 class WarcFile:
     """One WARC file being written; :meth:`commit` makes it visible, :meth:`discard` removes it."""
 
-    def __init__(self, root: Path, name: str, info: dict[str, str] | None = None) -> None:
-        self.root = root
+    def __init__(self, folder: Folder, name: str, info: dict[str, str] | None = None) -> None:
+        self.folder = folder
         self.name = name
-        self.path = root / name
-        self._part = self.path.with_name(self.path.name + ".part")
-        self._part.parent.mkdir(parents=True, exist_ok=True)
-        self._file: BinaryIO = self._part.open("wb")
+        self._staged_file = folder.staged(name)
+        self._file = self._staged_file.file
         self._staged = io.BytesIO()  # one result's records, compressed, until they are whole
         self._gzip = GzipWriter(self._staged, compression_level=COMPRESSION_LEVEL)
         fields = {"software": "crawl-platform", "format": "WARC File Format 1.1", **(info or {})}
         self._write(_record(WarcRecordType.warcinfo, _uuid(), datetime.now(UTC),
                             "".join(f"{k}: {v}\r\n" for k, v in fields.items()).encode(),
-                            "application/warc-fields", {"WARC-Filename": self.path.name}))
+                            "application/warc-fields", {"WARC-Filename": name.rsplit("/", 1)[-1]}))
         self._append()
 
     def add(self, result: FetchResult) -> RecordPointer | None:
@@ -131,39 +130,30 @@ class WarcFile:
         return self._file.tell()  # nothing is staged between two calls of add()
 
     def commit(self) -> None:
-        """Close, fsync and rename the file into place (and fsync its folder): complete on disk
-        before any row points into it."""
+        """Make the file visible in its folder, complete (fsynced and renamed, or uploaded) before
+        any row points into it."""
         self._gzip.close()
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        os.replace(self._part, self.path)
-        folder = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        self._staged_file.commit()
 
     def discard(self) -> None:
         """Drop an unfinished file (nothing points into it)."""
-        self._file.close()
-        self._part.unlink(missing_ok=True)
+        self._staged_file.discard()
 
     def _write(self, record: WarcRecord) -> None:
         record.write(self._gzip, checksum_data=True)
         self._gzip.finish()  # ends the gzip member: each record is readable alone at its offset
 
 
-def archive_results(root: Path, name: str, results: Iterable[FetchResult],
+def archive_results(folder: Folder, name: str, results: Iterable[FetchResult],
                     info: dict[str, str] | None = None) -> tuple[dict[str, RecordPointer], dict[str, str]]:
-    """Write every response among ``results``, redirects included, into the new file
-    ``root/name``: the pointer of each archived final response by its URL, and why each result
+    """Write every response among ``results``, redirects included, into the new file ``name`` of
+    ``folder``: the pointer of each archived final response by its URL, and why each result
     that could not be archived was not (it is left out; the others are in the file). Writes no
     file when none had a response; raises when the file itself cannot be written."""
     with_response = [r for r in results if (r.status is not None and r.exchange is not None) or r.hops]
     if not with_response:
         return {}, {}
-    warc = WarcFile(root, name, info)
+    warc = WarcFile(folder, name, info)
     pointers: dict[str, RecordPointer] = {}
     failed: dict[str, str] = {}
     try:

@@ -47,7 +47,7 @@ def show(settings: Settings, args: argparse.Namespace) -> int:
     except _NothingStoredError as err:
         return _fail(str(err), EXIT_USAGE)
     try:
-        status_line, headers, body = read_stored(store.archive_root, warc_file, offset, length)
+        status_line, headers, body = read_stored(store.archive, warc_file, offset, length)
     except ArchiveReadError as err:
         return _fail(str(err), EXIT_UNAVAILABLE)
     print(f"{url} version {version}, crawl {crawl_id}, fetched {fetched_at:%Y-%m-%d %H:%M:%S} UTC, "

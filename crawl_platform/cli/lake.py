@@ -20,6 +20,7 @@ from crawl_platform.cli.shell import ResultPrinter, default_format, run_shell, s
 from crawl_platform.config import Settings
 from crawl_platform.lake.backup import backup_lake, restore_lake
 from crawl_platform.lake.migrate import migrate_file
+from crawl_platform.storage import ObjectStore, open_folder
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.schema import TABLES
@@ -50,7 +51,8 @@ def sql(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def backup(settings: Settings, args: argparse.Namespace) -> int:
-    manifest = backup_lake(CrawlStore.from_settings(settings), Path(args.dest), args.snapshot)
+    dest = open_folder(args.dest, ObjectStore.from_settings(settings))
+    manifest = backup_lake(CrawlStore.from_settings(settings), dest, args.snapshot)
     print(f"backed up snapshot {manifest.snapshot_id} ({manifest.snapshot_time}) of {manifest.source} "
           f"to {args.dest}: {_rows(manifest.tables)}")
     return 0
@@ -61,8 +63,8 @@ def restore(settings: Settings, args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"lake_path": Path(args.lake_path), "lake_catalog": "",
                                                "lake_data_path": "", "archive_path": ""})
     target = LakeLocation.from_settings(settings)
-    manifest = restore_lake(Path(args.src), target, replace=args.force,
-                            archive_root=CrawlStore.from_settings(settings).archive_root)
+    manifest = restore_lake(open_folder(args.src, ObjectStore.from_settings(settings)), target, replace=args.force,
+                            archive=CrawlStore.from_settings(settings).archive)
     print(f"restored snapshot {manifest.snapshot_id} ({manifest.snapshot_time}) of {manifest.source} "
           f"into {target.shown_catalog}: {_rows(manifest.tables)}")
     return 0

@@ -58,6 +58,8 @@ class Settings(OperationsSettings, FetchSettings, RunSettings, ObjectStoreSettin
             value = getattr(self, name)
             if isinstance(value, SecretStr):  # a child process needs the secret itself
                 value = value.get_secret_value()
+            if value == "" and name in ObjectStoreSettings.model_fields:
+                continue  # boto3 reads the AWS variables itself, and takes an empty one for a value
             env[self.env_var(name)] = json.dumps(value) if isinstance(value, dict | list) else str(value)
         return env
 

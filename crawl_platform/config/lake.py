@@ -43,9 +43,9 @@ class LakeSettings(BaseSettings):
     )
     lake_data_path: str = Field(
         "", validation_alias=AliasChoices("CRAWL_LAKE_DATA_PATH", "lake_data_path"),
-        description="Where the lake's Parquet files live: empty for `CRAWL_LAKE_PATH/data`, or a folder "
-        "every worker reaches (a shared mount; `s3://bucket/prefix/` in the production form of "
-        "docs/deployment.md).",
+        description="Where the lake's Parquet files live: empty for `CRAWL_LAKE_PATH/data`, a folder every "
+        "worker reaches (a shared mount), or object storage, `s3://bucket/prefix/` (DuckDB's `httpfs`, with "
+        "the `AWS_*` settings; docs/storage.md).",
     )
     lake_write_timeout_s: float = Field(
         120.0, gt=0, validation_alias=AliasChoices("CRAWL_LAKE_WRITE_TIMEOUT", "lake_write_timeout_s"),
@@ -76,14 +76,17 @@ class LakeSettings(BaseSettings):
     )
     lake_backup_path: str = Field(
         "", validation_alias=AliasChoices("CRAWL_LAKE_BACKUP_PATH", "lake_backup_path"),
-        description="Folder `lake_backup_job` writes backups into, one `<snapshot>-<UTC time>` folder each; "
-        "empty for `backups/` beside `CRAWL_LAKE_PATH`.",
+        description="Folder `lake_backup_job` writes backups into, one `<snapshot>-<UTC time>` folder each: a "
+        "path or `s3://bucket/prefix/`; empty for `backups/` beside `CRAWL_LAKE_PATH`.",
     )
     archive_path: str = Field(
         "", validation_alias=AliasChoices("CRAWL_ARCHIVE_PATH", "archive_path"),
         description="Folder of the raw archive, the gzip WARC files the fetch steps write (`pages.warc_file` "
-        "is relative to it); empty for `archive/` in `CRAWL_LAKE_PATH`. A local or mounted folder every "
-        "worker reaches: object storage (`s3://`) is not supported for the archive.",
+        "is relative to it): a path every worker reaches, or `s3://bucket/prefix/` (each shard's file "
+        "uploaded in parts once complete, records read back by ranged reads; docs/storage.md). Empty: "
+        "`archive/` beside a data path in object storage, else beside an embedded catalog (in "
+        "`CRAWL_LAKE_PATH`), else beside the shared data path: never on one machine only when the lake is "
+        "shared.",
     )
     archive_responses: bool = Field(
         True, validation_alias=AliasChoices("CRAWL_ARCHIVE", "archive_responses"),
@@ -96,6 +99,8 @@ class LakeSettings(BaseSettings):
         "is none, and its logs go to `crawl-platform-logs/` in it.",
     )
 
-    def lake_backups_root(self) -> Path:
-        """The folder backups go into: ``CRAWL_LAKE_BACKUP_PATH``, or ``backups/`` beside the lake folder."""
-        return Path(self.lake_backup_path) if self.lake_backup_path else self.lake_path.parent / "backups"
+    def lake_backup(self, name: str) -> str:
+        """Where the backup ``name`` goes: into ``CRAWL_LAKE_BACKUP_PATH`` (a path or an
+        ``s3://`` URL), or ``backups/`` beside the lake folder."""
+        root = self.lake_backup_path.rstrip("/") if self.lake_backup_path else str(self.lake_path.parent / "backups")
+        return f"{root}/{name}"

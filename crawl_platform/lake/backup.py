@@ -11,19 +11,28 @@ manifest. The raw archive's WARC files that the snapshot's ``pages`` point into 
 to the backup's ``archive/`` and back into the target's archive on restore. The copying is
 :mod:`crawl_platform.store.transfer`'s; the CLI (``crawl-platform backup``
 / ``restore``) and a Dagster job call the two functions here.
+
+A backup folder is a :class:`~crawl_platform.storage.Folder`, local or in object storage
+(``s3://bucket/prefix/``). A backup into object storage is made in a local temporary folder (its
+catalog is an SQLite file, which lives on a file system) and uploaded, the WARC files copied
+straight from the archive, ``backup.json`` last; a restore from object storage downloads the
+catalog and Parquet files into a temporary folder first and copies the WARC files straight into
+the target's archive.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import CrawlStore
+from crawl_platform.storage import Folder, as_folder
+from crawl_platform.store.database import CrawlStore, checkpoint_sqlite_catalog
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.schema import TABLES
 from crawl_platform.store.transfer import (
@@ -60,19 +69,20 @@ class Manifest:
         return json.dumps({"format": FORMAT, **asdict(self)}, indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def read(cls, folder: Path) -> Manifest:
-        """The manifest of the backup in ``folder``; :class:`TransferRefusedError` when there is
+    def read(cls, where: Folder | Path) -> Manifest:
+        """The manifest of the backup in ``where``; :class:`TransferRefusedError` when there is
         none or it cannot be read (an unfinished or foreign folder)."""
-        path = folder / MANIFEST
+        folder = as_folder(where)
+        path = f"{folder.url.rstrip('/')}/{MANIFEST}"
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(folder.get_bytes(MANIFEST))
             if data.get("format") != FORMAT:
                 raise ValueError(f"format {data.get('format')!r}, this version reads {FORMAT}")
             tables = {name: TableFingerprint(int(t["rows"]), str(t["digest"])) for name, t in data["tables"].items()}
             return cls(int(data["snapshot_id"]), str(data["snapshot_time"]), str(data["created_at"]),
                        str(data["source"]), str(data["duckdb_version"]), tables, int(data.get("archive_files", 0)))
         except FileNotFoundError:
-            raise TransferRefusedError(f"{folder} is not a backup: it has no {MANIFEST} "
+            raise TransferRefusedError(f"{folder.url} is not a backup: it has no {MANIFEST} "
                                        "(an unfinished backup has none)") from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             raise TransferRefusedError(f"{path} is not a readable backup manifest: {one_line(err)}") from None
@@ -84,9 +94,9 @@ def backup_location(folder: Path) -> LakeLocation:
     return LakeLocation(f"sqlite:{root / 'catalog.sqlite'}", f"{root / 'data'}/")
 
 
-def backup_lake(store: CrawlStore, dest: Path, snapshot: int | None = None) -> Manifest:
+def backup_lake(store: CrawlStore, dest: Folder | Path, snapshot: int | None = None) -> Manifest:
     """Copy the lake of ``store`` as it was at ``snapshot`` (default: its latest) into the new or
-    empty folder ``dest``, and return the manifest written there.
+    empty folder ``dest`` (local, or in object storage), and return the manifest written there.
 
     Raises :class:`TransferRefusedError` (nothing written) when the lake does not exist, ``dest``
     is not empty, or the lake has no such snapshot or no crawl tables at it;
@@ -94,38 +104,62 @@ def backup_lake(store: CrawlStore, dest: Path, snapshot: int | None = None) -> M
     any failure what was written to ``dest`` is removed again, so a folder with a manifest is
     always a whole backup.
     """
+    folder = as_folder(dest)
     if not store.exists():
         raise TransferRefusedError(f"there is no lake at {store.location.shown_catalog} to back up")
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise TransferRefusedError(f"the backup destination {dest} exists and is not empty: name a new folder")
-    created = not dest.exists()
-    dest.mkdir(parents=True, exist_ok=True)
-    target = CrawlStore(backup_location(dest), store.write_timeout_s)
+    local = folder.local_path
+    if local is not None:
+        if local.exists() and (not local.is_dir() or any(local.iterdir())):
+            raise TransferRefusedError(f"the backup destination {local} exists and is not empty: name a new folder")
+        created = not local.exists()
+        local.mkdir(parents=True, exist_ok=True)
+        try:
+            manifest = _backup_into(store, local, folder.child(ARCHIVE), snapshot)
+            folder.put_bytes(MANIFEST, manifest.to_json().encode())  # last, and whole: a manifest means a whole backup
+        except BaseException:
+            _empty(local, remove=created)
+            raise
+        return manifest
+    if next(iter(folder.list()), None) is not None:
+        raise TransferRefusedError(f"the backup destination {folder.url} is not empty: name a new folder")
+    try:
+        with tempfile.TemporaryDirectory(prefix="crawl-platform-backup-") as staging:
+            built = Path(staging)
+            manifest = _backup_into(store, built, folder.child(ARCHIVE), snapshot)
+            for path in sorted(built.rglob("*")):
+                if path.is_file() and not path.name.endswith((".wal", "-wal", "-shm", ".write.lock")):
+                    folder.put_file(path.relative_to(built).as_posix(), path)
+        folder.put_bytes(MANIFEST, manifest.to_json().encode())
+    except BaseException:
+        folder.delete_tree("")
+        raise
+    return manifest
+
+
+def _backup_into(store: CrawlStore, lake_dir: Path, archive: Folder, snapshot: int | None) -> Manifest:
+    """Write the backup's lake into the local folder ``lake_dir`` and its WARC files into
+    ``archive``; the manifest to write last."""
+    target = CrawlStore(backup_location(lake_dir), store.write_timeout_s)
     try:
         source = Source.lake(store.location, f"the lake {store.location.shown_catalog}")
         with write_transaction(target, source) as con:
             snapshot_id, snapshot_time = snapshot_to_copy(con, source.alias, snapshot)
             tables = copy_tables(con, {t: f"{source.alias}.main.{t} AT (VERSION => {snapshot_id})" for t in TABLES})
             warc_files = archive_files(con, f"{source.alias}.main.pages AT (VERSION => {snapshot_id})")
-        _copy_archive(warc_files, store.archive_root, dest / ARCHIVE)
-        manifest = Manifest(snapshot_id, snapshot_time, _now(), store.location.shown_catalog, duckdb.__version__,
-                            tables, len(warc_files))
-        staged = dest / f"{MANIFEST}.tmp"
-        staged.write_text(manifest.to_json())
-        staged.replace(dest / MANIFEST)  # last, and atomically: a manifest means a whole backup
-    except BaseException:
+    finally:
         target.close()
-        _empty(dest, remove=created)
-        raise
-    target.close()
-    return manifest
+    checkpoint_sqlite_catalog(lake_dir / "catalog.sqlite")  # the file alone is the catalog, for an upload
+    _copy_archive(warc_files, store.archive, archive)
+    return Manifest(snapshot_id, snapshot_time, _now(), store.location.shown_catalog, duckdb.__version__,
+                    tables, len(warc_files))
 
 
-def restore_lake(src: Path, target_location: LakeLocation, *, replace: bool = False,
-                 archive_root: Path | None = None) -> Manifest:
-    """Land the backup in folder ``src`` into the lake at ``target_location`` (created when
-    missing) in one transaction, check every table against the manifest, and return it. The
-    backup's WARC files are copied into ``archive_root`` (default: the target lake's) first.
+def restore_lake(src: Folder | Path, target_location: LakeLocation, *, replace: bool = False,
+                 archive: Folder | None = None) -> Manifest:
+    """Land the backup in folder ``src`` (local, or in object storage) into the lake at
+    ``target_location`` (created when missing) in one transaction, check every table against the
+    manifest, and return it. The backup's WARC files are copied into ``archive`` (default: the
+    target lake's) first.
 
     A target that already holds crawl data is refused with :class:`TransferRefusedError` unless
     ``replace``, which swaps its contents for the backup's (its earlier state stays reachable by
@@ -134,42 +168,63 @@ def restore_lake(src: Path, target_location: LakeLocation, *, replace: bool = Fa
     backup's tables differ from its manifest or cannot be copied, and
     :class:`~crawl_platform.store.database.StoreUnavailableError` when a lake cannot be opened.
     """
-    manifest = Manifest.read(src)
-    location = backup_location(src)
+    folder = as_folder(src)
+    manifest = Manifest.read(folder)
+    local = folder.local_path
+    if local is not None:
+        return _restore_from(local, folder, manifest, target_location, replace, archive)
+    with tempfile.TemporaryDirectory(prefix="crawl-platform-restore-") as staging:
+        copy = Path(staging)
+        for name in folder.list():
+            if not name.startswith(f"{ARCHIVE}/") and name != MANIFEST:
+                (copy / name).parent.mkdir(parents=True, exist_ok=True)
+                folder.get_file(name, copy / name)
+        return _restore_from(copy, folder, manifest, target_location, replace, archive)
+
+
+def _restore_from(lake_dir: Path, folder: Folder, manifest: Manifest, target_location: LakeLocation,
+                  replace: bool, archive: Folder | None) -> Manifest:
+    """Restore the backup whose lake is in the local ``lake_dir`` (and WARC files in ``folder``)."""
+    location = backup_location(lake_dir)
     if location.sqlite_path is None or not location.sqlite_path.exists():
-        raise TransferRefusedError(f"{src} has a manifest but no catalog.sqlite: the backup is incomplete")
-    target = CrawlStore(target_location, archive_root=archive_root)
-    warc_files = sorted(str(p.relative_to(src / ARCHIVE)) for p in (src / ARCHIVE).rglob("*.warc.gz"))
+        raise TransferRefusedError(f"{folder.url} has a manifest but no catalog.sqlite: the backup is incomplete")
+    target = CrawlStore(target_location, archive=archive)
+    backup_archive = folder.child(ARCHIVE)
+    warc_files = sorted(name for name in backup_archive.list() if name.endswith(".warc.gz"))
     try:
-        source = Source.lake(location, f"the backup in {src}", moved=True)  # backups are copied around
+        source = Source.lake(location, f"the backup in {folder.url}", moved=True)  # backups are copied around
         with write_transaction(target, source) as con:
             refuse_unless_empty(con, target_location.shown_catalog, replace)
             # Before the tables commit: no restored row points at a file not there yet.
-            _copy_archive(warc_files, src / ARCHIVE, target.archive_root)
+            _copy_archive(warc_files, backup_archive, target.archive)
             landed = copy_tables(con, {t: f"{source.alias}.main.{t}" for t in TABLES})
             wrong = [t for t in TABLES if landed[t] != manifest.tables.get(t)]
             if wrong:
-                raise TransferFailedError(f"the backup in {src} does not match its manifest in "
+                raise TransferFailedError(f"the backup in {folder.url} does not match its manifest in "
                                           f"{', '.join(wrong)}: nothing was restored")
     finally:
         target.close()
     return manifest
 
 
-def _copy_archive(files: list[str], src_root: Path, dest_root: Path) -> None:
-    """Copy the WARC files (complete ones only: each under a temporary name, then renamed); a
-    file already at the destination is the same file (names are never reused) and is kept."""
+def _copy_archive(files: list[str], src: Folder, dest: Folder) -> None:
+    """Copy the WARC files (each appears whole at the destination); a file already at the
+    destination is the same file (names are never reused) and is kept."""
     for name in files:
-        target = dest_root / name
-        if target.exists():
+        if dest.exists(name):
             continue
-        source = src_root / name
-        if not source.exists():
-            raise TransferFailedError(f"the archive file {source} that pages point into is missing")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(target.name + ".part")
-        shutil.copyfile(source, part)
-        part.replace(target)
+        try:
+            source = src.local_path
+            if source is not None:
+                dest.put_file(name, source / name)
+                continue
+            with tempfile.TemporaryDirectory(prefix="crawl-platform-warc-") as staging:
+                copy = Path(staging) / "copy.warc.gz"
+                src.get_file(name, copy)
+                dest.put_file(name, copy)
+        except FileNotFoundError:
+            raise TransferFailedError(f"the archive file {src.url.rstrip('/')}/{name} that pages point into "
+                                      "is missing") from None
 
 
 def _now() -> str:

@@ -319,7 +319,7 @@ class BatchCrawler:
         self.events = PageEventPublisher(store, bus) if page_events else None
         read_model = FrontierReadModel(store)
         self.reader = BatchReader(bus, store, read_model)
-        self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive_root if archive else None,
+        self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive if archive else None,
                                           main_content=main_content, parse_workers=parse_workers,
                                           workers=workers, workers_from=workers_from, max_links=max_links,
                                           max_bytes=max_bytes)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
@@ -17,6 +16,7 @@ from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
+from crawl_platform.storage import Folder
 from crawl_platform.store.hosts import HostRecord
 
 
@@ -39,12 +39,12 @@ class ShardResult:
 
 class ShardFetcher:
     """Fetches, archives and parses one shard of whole hosts; needs neither the bus nor the store.
-    With an ``archive`` root, the shard's responses go to one new WARC file there (complete on
-    disk before this returns, so before any row points into it). Its parse workers are started at
+    With an ``archive`` folder (local or object storage), the shard's responses go to one new WARC
+    file there (complete there before this returns, so before any row points into it). Its parse workers are started at
     the first shard and parse every later one too (a continuing run's next batches), until :meth:`close`;
     or they are lent by an owner that keeps them beyond it (``workers``)."""
 
-    def __init__(self, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE, archive: Path | None = None, *,
+    def __init__(self, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE, archive: Folder | None = None, *,
                  main_content: bool = True, parse_workers: int = 0, workers: ParseWorkers | None = None,
                  workers_from: int = 0, max_links: int = MAX_LINKS_PER_PAGE, max_bytes: int | None = None) -> None:
         self.fetcher = fetcher

@@ -16,8 +16,8 @@ from crawl_platform.storage.base import Folder, StagedFile, StorageError
 from crawl_platform.storage.local import LocalFolder
 from crawl_platform.storage.s3 import ObjectStore, S3Folder
 
-__all__ = ["Folder", "LocalFolder", "ObjectStore", "S3Folder", "StagedFile", "StorageError", "is_object_url",
-           "open_folder"]
+__all__ = ["Folder", "LocalFolder", "ObjectStore", "S3Folder", "StagedFile", "StorageError", "as_folder",
+           "is_object_url", "open_folder"]
 
 
 def is_object_url(where: str | Path) -> bool:
@@ -34,3 +34,8 @@ def open_folder(where: str | Path, store: ObjectStore | None = None) -> Folder:
     if "://" in text:
         raise ValueError(f"{text!r}: only local paths and s3://bucket/prefix/ URLs name a folder")
     return LocalFolder(Path(text))
+
+
+def as_folder(where: Folder | Path) -> Folder:
+    """``where`` as a folder: a local path becomes a :class:`LocalFolder`."""
+    return LocalFolder(where) if isinstance(where, Path) else where

@@ -16,6 +16,7 @@ the settings leave them empty, and its managed transfers upload a large file in 
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import threading
@@ -65,6 +66,11 @@ class ObjectStore:
     @property
     def use_ssl(self) -> bool:
         return not self.endpoint_url or urlsplit(self.endpoint_url).scheme == "https"
+
+    @property
+    def endpoint_host(self) -> str:
+        """``host:port`` of the endpoint, as DuckDB's secret names it."""
+        return urlsplit(self.endpoint_url).netloc
 
     def client(self) -> Any:
         """The process's boto3 S3 client for this store (clients are thread-safe; made once)."""
@@ -235,7 +241,7 @@ class S3Folder:
                 raise  # a local file's OSError among them
             where = f"s3://{self.bucket}/{self.key(name)}"
             if _code(err) in {"NoSuchKey", "404", "NotFound"}:
-                raise FileNotFoundError(f"{where}: no such object") from None
+                raise FileNotFoundError(errno.ENOENT, "No such object", where) from None
             if _code(err) == "NoSuchBucket":
                 raise StorageError(f"{where}: the bucket {self.bucket} does not exist") from None
             raise StorageError(f"{where}: {' '.join(str(err).split())[:300]}") from None

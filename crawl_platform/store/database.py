@@ -32,9 +32,10 @@ from typing import Any
 import duckdb
 
 from crawl_platform.config import Settings
+from crawl_platform.storage import Folder, LocalFolder, open_folder
 from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.errors import one_line as _one_line
-from crawl_platform.store.extensions import load_extensions
+from crawl_platform.store.extensions import load_extensions, load_object_storage
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.locks import advisory_lock, file_lock
 from crawl_platform.store.schema import schema_upgrade
@@ -48,13 +49,14 @@ class CrawlStore:
     first use and kept for the life of this object (one per process in practice)."""
 
     def __init__(self, location: LakeLocation, write_timeout_s: float = 120.0,
-                 archive_root: Path | None = None, memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
+                 archive: Folder | None = None, memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
                  threads: int = DEFAULT_THREADS) -> None:
         self.location = location
         self.memory_limit = memory_limit  # DuckDB's, for the process's engine (see _engine)
         self.threads = threads  # DuckDB's threads, for the process's engine (0: one per core)
-        # Where the fetch steps write WARC files (``pages.warc_file`` is relative to it).
-        self.archive_root = archive_root or location.default_archive_root()
+        # Where the fetch steps write WARC files (``pages.warc_file`` is relative to it): a local
+        # folder or object storage.
+        self.archive: Folder = archive or location.archive_folder()
         self.write_timeout_s = write_timeout_s
         self._db: duckdb.DuckDBPyConnection | None = None
         self.alias = f"lake_{next(_ALIASES)}"  # this process attaches each lake under its own name
@@ -78,10 +80,22 @@ class CrawlStore:
             store = _SHARED.get(location)
             if store is None:
                 store = _SHARED[location] = cls(location, settings.lake_write_timeout_s,
-                                                Path(settings.archive_path) if settings.archive_path
-                                                else settings.lake_path / "archive",
+                                                location.archive_folder(settings.archive_path),
                                                 memory_limit=settings.lake_memory_limit, threads=threads)
             return store
+
+    @property
+    def archive_root(self) -> Path:
+        """The archive's folder on this machine; a :class:`ValueError` when it is in object
+        storage (read and write it through :attr:`archive`)."""
+        path = self.archive.local_path
+        if path is None:
+            raise ValueError(f"the archive {self.archive.url} is in object storage, not a local folder")
+        return path
+
+    @archive_root.setter
+    def archive_root(self, path: Path) -> None:
+        self.archive = LocalFolder(path)
 
     def exists(self) -> bool:
         """True once the lake has been created (an embedded catalog file exists); a shared
@@ -190,7 +204,10 @@ class CrawlStore:
                 raise StoreUnavailableError(f"cannot create the lake's data path {data}: {err.strerror}") from None
             if not _writable(data):
                 raise StoreUnavailableError(f"the lake's data path {data} is not writable")
+        else:
+            _check_object_storage(location)
         engine = _engine(location.kind, self.memory_limit, self.threads)
+        use_object_storage(engine, location)
         # An existing lake opens without waiting for anyone. A new one (or one whose creation did
         # not finish) is created under the lake-wide write lock: processes opening a new lake at
         # once would otherwise each create DuckLake's catalog tables and all but one fail.
@@ -300,6 +317,22 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     con.execute("COMMIT")
 
 
+def use_object_storage(con: duckdb.DuckDBPyConnection, location: LakeLocation) -> None:
+    """Make ``con`` reach the data path of ``location`` when it is in object storage: ``httpfs``
+    loaded from its wheel, the server's certificate checked, the store's secret created (from the
+    settings, never from run config). Nothing for a local data path."""
+    statements = location.object_storage_sql()
+    if not statements:
+        return
+    try:
+        load_object_storage(con)
+        for sql in statements:
+            con.execute(sql)
+    except duckdb.Error as err:
+        raise StoreUnavailableError(f"cannot reach the lake's data path {location.data_path}: "
+                                    f"{_one_line(str(err))}") from None
+
+
 def current_snapshot(con: duckdb.DuckDBPyConnection, alias: str) -> int:
     """The latest snapshot of the lake attached as ``alias`` (0 for none)."""
     row = con.execute(f"SELECT id FROM {alias}.current_snapshot()").fetchone()
@@ -368,6 +401,20 @@ def _writable(path: Path) -> bool:
     return True
 
 
+def _check_object_storage(location: LakeLocation) -> None:
+    """Write and remove a probe object under a data path in object storage: a bucket that does
+    not exist, credentials it refuses or an endpoint out of reach is one line before anything
+    is attached (DuckDB would say so only at the first Parquet file, mid-transaction)."""
+    folder = open_folder(location.data_path, location.object_store)
+    probe = f".write-probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        folder.put_bytes(probe, b"")
+        folder.delete(probe)
+    except OSError as err:
+        raise StoreUnavailableError(f"the lake's data path {location.data_path} cannot be written: "
+                                    f"{_one_line(str(err))}") from None
+
+
 class _LakeNotReadyError(Exception):
     """The catalog holds no complete lake yet: open it again under the write lock."""
 
@@ -385,6 +432,16 @@ def _prepare_sqlite_catalog(path: Path) -> None:
             db.close()
     except (OSError, sqlite3.Error) as err:
         raise StoreUnavailableError(f"the lake catalog {path} cannot be opened: {err}") from None
+
+
+def checkpoint_sqlite_catalog(path: Path) -> None:
+    """Fold an SQLite catalog's write-ahead log into its file, so the file alone is the whole
+    catalog (a backup's, before it is uploaded to object storage). Call it with no writer open."""
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
 
 
 _CATALOG_TABLE = "ducklake_metadata"  # the first table DuckLake creates in its catalog

@@ -1,7 +1,8 @@
 """The DuckDB extensions the lake needs, loaded from their PyPI wheels and never downloaded.
 
 DuckLake and its catalog drivers (SQLite for the embedded lake, PostgreSQL when scaled out) are
-DuckDB extensions. The wheels ``duckdb-extension-ducklake``, ``-sqlite`` and ``-postgres`` carry
+DuckDB extensions, and so is ``httpfs``, which reads and writes a data path in object storage
+(``s3://``). The wheels ``duckdb-extension-ducklake``, ``-sqlite``, ``-postgres`` and ``-httpfs`` carry
 the binaries for one DuckDB version, installed through ``duckdb-extensions``; autoinstall and
 autoload stay off, so DuckDB never reaches for the network. Before anything is loaded, each
 wheel's version must be the DuckDB version the project pins, and afterwards each loaded extension
@@ -38,6 +39,7 @@ EXTENSIONS = {
     "ducklake": ("ducklake", "d8a1881e"),
     "sqlite": ("sqlite_scanner", "f79b1db"),
     "postgres": ("postgres_scanner", "41223e5"),
+    "httpfs": ("httpfs", "827222f"),
 }
 CATALOG_EXTENSION = {"sqlite": "sqlite", "postgres": "postgres"}
 VERIFIED_SUFFIX = ".crawl-platform-verified"
@@ -72,7 +74,16 @@ def load_extensions(con: duckdb.DuckDBPyConnection, catalog_kind: str) -> None:
     """Load DuckLake and the driver of ``catalog_kind`` (``sqlite`` or ``postgres``) into ``con``."""
     if catalog_kind not in CATALOG_EXTENSION:
         raise ExtensionError(f"unknown lake catalog kind {catalog_kind!r}: use sqlite:PATH or postgres:DSN")
-    modules = ["ducklake", CATALOG_EXTENSION[catalog_kind]]
+    _load(con, ["ducklake", CATALOG_EXTENSION[catalog_kind]])
+
+
+def load_object_storage(con: duckdb.DuckDBPyConnection) -> None:
+    """Load ``httpfs`` into ``con``: what a lake whose data path is ``s3://…`` needs besides
+    :func:`load_extensions`."""
+    _load(con, ["httpfs"])
+
+
+def _load(con: duckdb.DuckDBPyConnection, modules: list[str]) -> None:
     check_versions(modules)
     from duckdb_extensions import import_extension  # noqa: PLC0415 - imports duckdb's own modules
 

@@ -5,16 +5,24 @@
 PostgreSQL catalog's connection string may hold a password: the location is shown only as
 :attr:`LakeLocation.shown_catalog`, and an error that may echo the connection string (DuckDB's do)
 passes through :meth:`LakeLocation.scrub` (:mod:`crawl_platform.redaction`).
+
+A data path in object storage (``s3://bucket/prefix/``) comes with the
+:class:`~crawl_platform.storage.ObjectStore` that reaches it; :meth:`LakeLocation.object_storage_sql`
+gives the DuckDB settings and secret a connection needs before it attaches such a lake. They hold
+the store's key: they are run, never shown.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from crawl_platform.config import Settings
 from crawl_platform.redaction import passwords, redact_passwords, scrub
+from crawl_platform.storage import Folder, ObjectStore, is_object_url, open_folder
+from crawl_platform.storage.s3 import split_s3_url
 
 LAKE = "lake"  # the name a client attaches the lake under (docs/operations.md, `crawl-platform sql`)
 
@@ -28,6 +36,7 @@ class LakeLocation:
 
     catalog: str  # used to connect, never shown: see shown_catalog
     data_path: str
+    object_store: ObjectStore | None = None  # reaches an s3:// data path (None: boto3's and DuckDB's defaults)
 
     def __repr__(self) -> str:
         return f"LakeLocation({self.shown_catalog!r}, {self.data_path!r})"
@@ -42,7 +51,10 @@ class LakeLocation:
         data = settings.lake_data_path or str(root / "data")
         if "://" not in data:
             data = str(Path(data).resolve())
-        return cls(catalog, data.rstrip("/") + "/")
+        elif not is_object_url(data):
+            raise ValueError(f"CRAWL_LAKE_DATA_PATH {data!r}: a local path or s3://bucket/prefix/")
+        store = ObjectStore.from_settings(settings) if is_object_url(data) else None
+        return cls(catalog, data.rstrip("/") + "/", store)
 
     @property
     def shown_catalog(self) -> str:
@@ -103,12 +115,51 @@ class LakeLocation:
         parts = [p for p in theirs.parts if p != "."]
         return ".." not in parts and bool(parts) and list(ours.parts[-len(parts):]) == parts
 
-    def default_archive_root(self) -> Path:
-        """``archive/`` beside an embedded catalog, else beside a local data path (the raw archive
-        is plain files: a lake whose data lives in object storage names a local CRAWL_ARCHIVE_PATH)."""
+    def default_archive(self) -> str:
+        """Where the raw archive is when ``CRAWL_ARCHIVE_PATH`` is unset: ``archive/`` beside a data
+        path in object storage (so every machine reaches it, as it reaches the Parquet files),
+        else beside an embedded catalog, else beside the (shared) local data path. Never inside the
+        data path: lake maintenance removes every file there that the catalog does not know."""
+        if not self.is_local:
+            bucket, prefix = split_s3_url(self.data_path)
+            parent = prefix.rstrip("/").rpartition("/")[0]
+            if not prefix:
+                raise ValueError(f"the lake's data path {self.data_path} is a bucket's root: set CRAWL_ARCHIVE_PATH "
+                                 "(the archive cannot sit beside it)")
+            return f"s3://{bucket}/{parent + '/' if parent else ''}archive/"
         if self.sqlite_path is not None:
-            return self.sqlite_path.parent / "archive"
-        return Path(self.data_path.rstrip("/")).parent / "archive"
+            return str(self.sqlite_path.parent / "archive")
+        return str(Path(self.data_path.rstrip("/")).parent / "archive")
+
+    def archive_folder(self, archive_path: str = "") -> Folder:
+        """The raw archive's folder: ``archive_path`` (``CRAWL_ARCHIVE_PATH``) or the default."""
+        return open_folder(archive_path or self.default_archive(), self.object_store)
+
+    def object_storage_sql(self) -> list[str]:
+        """What a DuckDB connection (with ``httpfs`` loaded) runs before it attaches this lake: the
+        server's certificate checked (against ``AWS_CA_BUNDLE`` if set) and a secret scoped to the
+        data path's bucket. Empty for a local data path. Holds the key: run it, never show it."""
+        if self.is_local:
+            return []
+        store = self.object_store or ObjectStore()
+        bucket, _prefix = split_s3_url(self.data_path)
+        statements = ["SET GLOBAL enable_server_cert_verification = true"]
+        if store.ca_bundle:
+            statements.append(f"SET GLOBAL ca_cert_file = '{_quote(store.ca_bundle)}'")
+        options = ["TYPE s3", f"SCOPE 's3://{_quote(bucket)}'",
+                   f"URL_STYLE '{'path' if store.path_style else 'vhost'}'",
+                   f"USE_SSL {'true' if store.use_ssl else 'false'}"]
+        if store.endpoint_url:
+            options.append(f"ENDPOINT '{_quote(store.endpoint_host)}'")
+        if store.region:
+            options.append(f"REGION '{_quote(store.region)}'")
+        if store.access_key_id:
+            options += [f"KEY_ID '{_quote(store.access_key_id)}'", f"SECRET '{_quote(store.secret_access_key)}'"]
+        if store.session_token:
+            options.append(f"SESSION_TOKEN '{_quote(store.session_token)}'")
+        name = "crawl_platform_s3_" + hashlib.sha256(bucket.encode()).hexdigest()[:12]
+        statements.append(f"CREATE OR REPLACE SECRET {name} ({', '.join(options)})")
+        return statements
 
     def attach_sql(self, read_only: bool = False, alias: str = LAKE, override_data_path: bool = False) -> str:
         """The ``ATTACH`` statement that opens this lake in any DuckDB client (``override_data_path``:

@@ -21,7 +21,14 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import CrawlStore, current_snapshot, new_engine, scrubbed_errors, transaction
+from crawl_platform.store.database import (
+    CrawlStore,
+    current_snapshot,
+    new_engine,
+    scrubbed_errors,
+    transaction,
+    use_object_storage,
+)
 from crawl_platform.store.errors import StoreUnavailableError
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.location import LakeLocation
@@ -203,6 +210,8 @@ def write_transaction(target: CrawlStore, source: Source) -> Iterator[duckdb.Duc
     lakes = [target.location, *([source.location] if source.location else [])]
     try:
         with scrubbed_errors(*lakes):
+            for lake in lakes:
+                use_object_storage(con, lake)
             for sql, what in ((target.location.attach_sql(alias="target"), f"the lake {target.location.shown_catalog}"),
                               (source.attach_sql, source.what)):
                 try:

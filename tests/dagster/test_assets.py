@@ -64,7 +64,7 @@ def test_seed_intake_then_one_batch_lands_pages_with_metadata_and_checks(crawl_e
     ((warc_file, offset, length, digest),) = store.query("SELECT warc_file, warc_offset, warc_length, content_hash "
                                                          "FROM pages")
     assert f"/{key}-s0-" in warc_file
-    assert hashlib.sha256(b"200\n" + read_response(store.archive_root, warc_file, offset, length)[1]).hexdigest() \
+    assert hashlib.sha256(b"200\n" + read_response(store.archive, warc_file, offset, length)[1]).hexdigest() \
         == digest
 
     # Re-materialising the partition refetches exactly that batch and adds no rows.

@@ -67,7 +67,7 @@ def fetch_and_land(store: CrawlStore, crawl_id: str, batch_id: str, urls: list[s
     requests = [FetchRequest(u) for u in urls]
     fetcher = loopback_fetcher(max_host_delay_s=0.0, retry=RetryPolicy(max_attempts=2, backoff_s=0.01))
     try:
-        result = ShardFetcher(fetcher, "lxml", store.archive_root).fetch(requests, [], batch_id, shard)
+        result = ShardFetcher(fetcher, "lxml", store.archive).fetch(requests, [], batch_id, shard)
     finally:
         fetcher.close()
     prepared = PreparedBatch(batch_id, [FrontierURL(crawl_id, u, 0) for u in urls], requests, [],

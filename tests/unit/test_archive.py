@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawl_platform.archive.reader import archive_root, archived_responses, read_response
+from crawl_platform.archive.reader import archive_folder, archived_responses, read_response
 from crawl_platform.archive.writer import archive_results
 from crawl_platform.config import Settings
 from crawl_platform.lake.backup import backup_lake, restore_lake
+from crawl_platform.storage import LocalFolder
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from tests.sites.hostile import Reply, html_page
@@ -78,10 +79,10 @@ def test_pages_point_at_their_records_and_failures_have_none(hostile, store, lan
         if status is None:  # the dead URL: no response, no body, no pointer
             assert (warc_file, offset, length) == (None, None, None)
             continue
-        headers, body = read_response(store.archive_root, warc_file, offset, length)
+        headers, body = read_response(store.archive, warc_file, offset, length)
         assert body == landed[url]
         assert ("Content-Length", str(len(body))) in headers
-    assert archive_root(Settings(lake_path=store.location.sqlite_path.parent)) == store.archive_root
+    assert archive_folder(Settings(lake_path=store.location.sqlite_path.parent)) == store.archive
 
 
 def test_archived_responses_read_the_archive_latest_version_or_all(hostile, store, landed):
@@ -122,7 +123,7 @@ def test_every_hop_of_a_redirect_chain_is_archived_and_the_page_points_at_the_fi
             in store.query("SELECT url, status, warc_file, warc_offset, warc_length, redirect_chain FROM pages")}
     status, warc_file, offset, length, redirects = rows[chain]
     assert (status, list(redirects)) == (200, [chain, hostile.url("/chain/1")])
-    assert read_response(store.archive_root, warc_file, offset, length)[1] == final
+    assert read_response(store.archive, warc_file, offset, length)[1] == final
     assert rows[loop][:4] == (None, None, None, None)  # no final response: no pointer, as before
 
 
@@ -133,7 +134,7 @@ def test_a_refetched_shard_writes_a_new_file_and_old_pointers_stay_valid(hostile
     assert [p.suffix for p in files if p.is_file()] == [".gz", ".gz"]  # two complete files, no .part
     for url, warc_file, offset, length in store.query(
             "SELECT url, warc_file, warc_offset, warc_length FROM pages WHERE status IS NOT NULL"):
-        assert read_response(store.archive_root, warc_file, offset, length)[1] == landed[url]
+        assert read_response(store.archive, warc_file, offset, length)[1] == landed[url]
 
 
 def test_show_prints_the_stored_response_without_a_request(hostile, store_settings, store, landed):
@@ -197,7 +198,7 @@ def test_an_archive_that_cannot_be_written_fails_the_fetch_step_and_lands_nothin
     bodies = archive_site(hostile)
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
-    store.archive_root = blocker / "archive"
+    store.archive = LocalFolder(blocker / "archive")
     with pytest.raises(OSError, match="Not a directory"):
         fetch_and_land(store, "c1", "b1", list(bodies))
     assert store.query("SELECT count(*) FROM pages") == [(0,)]
@@ -212,7 +213,7 @@ def test_a_response_that_cannot_be_archived_is_left_out_and_the_others_are_archi
     fetcher.close()
     good = sorted(results)
     bad = replace(results[good[0]], url="http://h.test/bad", final_url="http://h.test/\ud800")
-    pointers, failed = archive_results(tmp_path, "b1-s0.warc.gz",
+    pointers, failed = archive_results(LocalFolder(tmp_path), "b1-s0.warc.gz",
                                        [results[good[0]], bad, *(results[u] for u in good[1:])])
     assert list(failed) == ["http://h.test/bad"]
     assert failed["http://h.test/bad"].startswith("UnicodeEncodeError: ")
@@ -222,5 +223,5 @@ def test_a_response_that_cannot_be_archived_is_left_out_and_the_others_are_archi
         (kind, url) for url in good for kind in ("request", "response")]
     for url in good:
         pointer = pointers[url]
-        assert read_response(tmp_path, pointer.warc_file, pointer.offset, pointer.length)[1] == bodies[url]
+        assert read_response(LocalFolder(tmp_path), pointer.warc_file, pointer.offset, pointer.length)[1] == bodies[url]
 

@@ -67,7 +67,7 @@ def land_copies(store: CrawlStore, frontier: Frontier, crawl_id: str, batch_id: 
     results = {u: replace(fetch_result(u, page), exchange=Exchange(
         f"GET {u[len(SITE):]} HTTP/1.1", (("Host", "site.example"),), "HTTP/1.1 200 OK",
         (("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(page)))))) for u in urls}
-    archived, _failed = archive_results(store.archive_root, shard_file_name(batch_id, "s0"), results.values())
+    archived, _failed = archive_results(store.archive, shard_file_name(batch_id, "s0"), results.values())
     parsed = {u: parse_html(r.body, r.final_url, r.content_type) for u, r in results.items()}
     land_batch(store, batch_id, [FrontierURL(crawl_id, u, 0) for u in urls], results, parsed, archived=archived)
     frontier.expand(batch_id)
