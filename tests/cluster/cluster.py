@@ -28,8 +28,11 @@ STEP_TIMEOUT_S = 180.0
 
 
 class Cluster:
-    def __init__(self, deployment: Deployment, network: Network, shared: Path) -> None:
+    def __init__(self, deployment: Deployment, network: Network, shared: Path,
+                 extra_env: dict[str, str] | None = None) -> None:
+        """``extra_env``: settings on top of the file's on every host (a benchmark's, say)."""
         self.deployment = deployment
+        self.extra_env = extra_env or {}
         self.network = network
         self.shared = shared
         self.site: Host | None = None
@@ -41,7 +44,8 @@ class Cluster:
         plan = self.deployment.host(host.name)
         values = host_values(self.deployment, plan, str(host.home), str(REPO), str(self.shared))
         path = f"{Path(sys.executable).parent}{os.pathsep}/usr/sbin{os.pathsep}/usr/bin{os.pathsep}/bin"
-        return {**host_env(self.deployment, values), "PATH": path, "LANG": "C.UTF-8", "HOME": str(host.home)}
+        return {**host_env(self.deployment, values), **self.extra_env, "PATH": path, "LANG": "C.UTF-8",
+                "HOME": str(host.home)}
 
     def values(self, host: Host) -> dict[str, str]:
         plan = self.deployment.host(host.name)
@@ -128,13 +132,14 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def start_cluster(workers: int = 2, deployment: Deployment | None = None) -> Iterator[Cluster]:
+def start_cluster(workers: int = 2, deployment: Deployment | None = None,
+                  extra_env: dict[str, str] | None = None) -> Iterator[Cluster]:
     """The control host and ``workers`` worker hosts, up; all of it removed on exit."""
     deployment = deployment or load_deployment()
     with Network(deployment.subnet) as network:
         shared = network.root / "shared"
         shared.mkdir()
-        cluster = Cluster(deployment, network, shared)
+        cluster = Cluster(deployment, network, shared, extra_env)
         try:
             cluster.bring_up(deployment.control)
             for plan in deployment.workers[:workers]:

@@ -28,6 +28,9 @@ from pathlib import Path
 from types import TracebackType
 
 LEDGER = Path("/run/crawl-hosts")
+CGROUPS = Path("/sys/fs/cgroup/cpuacct/crawl-hosts")
+"""Each host's processes are in a cpuacct control group of their own (cgroup v1, as on this
+machine), which counts their CPU time, that of processes already gone included."""
 HOMES = Path("/var/tmp/crawl-hosts")
 """Each network's hosts' folders, one folder per network (traversable by the services' own users,
 which a test's temporary folder is not)."""
@@ -69,6 +72,8 @@ def remove_network(record: dict[str, object]) -> None:
     for namespace in record.get("namespaces", []):  # type: ignore[union-attr]
         kill_namespace(str(namespace))
         ip("netns", "del", str(namespace), check=False)
+        with contextlib.suppress(OSError):
+            (CGROUPS / str(namespace)).rmdir()
     ip("link", "del", str(record["bridge"]), check=False)
     shutil.rmtree(HOMES / str(record["bridge"]).removesuffix("br"), ignore_errors=True)
 
@@ -95,12 +100,14 @@ class Host:
         self.namespace = f"{network.prefix}-{name}"
         self.link = f"{network.prefix}{index}"  # the root namespace's end of the veth pair
         self.home = network.root / name
+        self.cgroup = CGROUPS / self.namespace
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def create(self, prefix_len: int) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         self.home.chmod(0o755)
         (self.home / "logs").mkdir(exist_ok=True)
+        self.cgroup.mkdir(parents=True, exist_ok=True)
         ip("netns", "add", self.namespace)
         ip("link", "add", self.link, "type", "veth", "peer", "name", "eth0", "netns", self.namespace)
         ip("link", "set", self.link, "master", self.network.bridge, "up")
@@ -109,8 +116,14 @@ class Host:
         ip("-n", self.namespace, "link", "set", "lo", "up")
 
     def argv(self, command: str, user: str | None = None) -> list[str]:
+        """``command``'s bash lines in this host (its namespace and control group), as ``user``."""
         as_user = ["runuser", "-u", user, "--"] if user else []
-        return ["ip", "netns", "exec", self.namespace, *as_user, "bash", "-ec", command]
+        join = f'echo $$ > {self.cgroup}/cgroup.procs && exec "$@"'
+        return ["ip", "netns", "exec", self.namespace, "bash", "-c", join, self.name, *as_user, "bash", "-ec", command]
+
+    def cpu_seconds(self) -> float:
+        """CPU time of every process this host has run so far."""
+        return int((self.cgroup / "cpuacct.usage").read_text()) / 1e9
 
     def run(self, command: str, env: dict[str, str], user: str | None = None,
             timeout: float = 120.0) -> subprocess.CompletedProcess[str]:

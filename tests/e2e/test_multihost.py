@@ -18,7 +18,7 @@ import pytest
 from tests.cluster.cluster import Cluster, start_cluster
 
 pytestmark = [
-    pytest.mark.e2e(seconds=420),
+    pytest.mark.e2e(seconds=760),
     pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
                        reason="builds hosts as network namespaces: needs root and iproute2's ip"),
 ]
@@ -79,6 +79,13 @@ def test_every_page_once_every_record_readable_from_every_host_politeness_across
         empty = [url for url, status, kind, size in records if status == 200 and "html" in kind and not size]
         assert not empty, host
 
+    # The lake's files and the archive are in the control host's bucket; the one shared folder
+    # holds nothing but the handoff between a run's steps.
+    bucket = cluster.host("control").home / "s3" / "crawl-lake"
+    assert list((bucket / "lake").rglob("*.parquet"))
+    assert list((bucket / "archive").rglob("*.warc.gz"))
+    assert {p.relative_to(cluster.shared).parts[0] for p in cluster.shared.rglob("*")} <= {"handoff"}
+
     requests = cluster.site_requests()
     workers = {cluster.host(name).address for name in ("worker-1", "worker-2")}
     assert {r.client for r in requests} == workers  # both worker hosts fetched, nothing else did
@@ -115,17 +122,20 @@ def test_a_worker_host_killed_mid_crawl_loses_nothing_and_duplicates_nothing(clu
 OUTAGE_S = 30
 
 
-def test_the_catalog_unreachable_for_a_while_the_crawl_waits_and_resumes_nothing_lost(cluster):
-    """PostgreSQL (the lake's catalog, and Dagster's storage with it) stops answering mid-crawl:
-    every process that asks it waits on its connection, as behind a partition."""
+@pytest.mark.parametrize(("server", "program"), [("catalog", "postgres"), ("object-store", "rclone")])
+def test_a_server_unreachable_for_a_while_the_crawl_waits_and_resumes_nothing_lost(cluster, server, program):
+    """The catalog's PostgreSQL (Dagster's storage with it) or the S3 server stops answering
+    mid-crawl for OUTAGE_S: every process that asks it waits on its connection, as behind a
+    partition, and the crawl then finishes with every page landed once."""
     cluster.start_sites(sites=4, pages=100, seed=21)
     control = cluster.host("control")
-    waiter = start_crawl(cluster, "catalog-out")
-    wait_for_requests(cluster, 60, waiter, "crawl-catalog-out")
-    with control.paused("postgres") as pids:
+    crawl_id = f"{server}-out"
+    waiter = start_crawl(cluster, crawl_id)
+    wait_for_requests(cluster, 60, waiter, f"crawl-{crawl_id}")
+    with control.paused(program) as pids:
         assert pids
         time.sleep(OUTAGE_S)
         assert waiter.poll() is None  # waiting, not failed
     waiter.wait(560)
-    assert waiter.returncode == 0, control.log("crawl-catalog-out")[-3000:] + cluster.logs_tail()
-    assert_landed_exactly_once(cluster, "catalog-out")
+    assert waiter.returncode == 0, control.log(f"crawl-{crawl_id}")[-3000:] + cluster.logs_tail()
+    assert_landed_exactly_once(cluster, crawl_id)
