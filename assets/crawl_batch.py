@@ -55,7 +55,7 @@ from crawl_platform.pipeline.shard import ShardResult
 from crawl_platform.store.hosts import HostRecord
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
-from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, discard_runs
+from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, discard_runs, handoff_folder
 
 CODE_VERSION = "2"
 FRONTIER_BATCHES = "frontier_batches"
@@ -251,7 +251,8 @@ def frontier(context: AssetExecutionContext, config: FrontierConfig,
         growth = expand_batch(frontier_, context.partition_key, crawl.page_events(frontier_))
     finally:
         # The batch landed and Dagster recorded it: its handoff between steps is no longer needed.
-        discard_runs(crawl.settings().handoff_dir, [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
+        discard_runs(handoff_folder(crawl.settings()),
+                     [r for r in (run.run_id, run.parent_run_id, run.root_run_id) if r])
     continued = 0
     if config.continue_seconds > 0:
         continuation = crawl.continuation(shared_workers=_steps_share_the_process(context))

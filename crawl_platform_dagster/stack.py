@@ -30,6 +30,7 @@ from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.pipeline.submission import OUT_OF_REACH, build_crawl_request, submit_crawl
 from crawl_platform.redaction import redact_passwords
+from crawl_platform.storage import is_object_url
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import one_line
 from crawl_platform_dagster.daemon import WARM_MESSAGE
@@ -234,7 +235,8 @@ def stack_settings(settings: Settings, embedded: bool, allow_private: bool) -> S
     update: dict[str, object] = {
         "dagster_home": settings.dagster_home.resolve(),
         "lake_path": settings.lake_path.resolve(),
-        "handoff_dir": settings.handoff_dir.resolve(),
+        "handoff_dir": settings.handoff_dir if is_object_url(settings.handoff_dir)
+        else str(Path(settings.handoff_dir).resolve()),
     }
     if embedded and "kafka_exact_log_ends" not in settings.model_fields_set:
         update.update(EMBEDDED_BUS_SETTINGS)

@@ -3,7 +3,8 @@
 Every run is forked from that server and starts with its memory shared, page for page, until it
 writes to a page. Three things are done here once, for all of them:
 
-- DuckDB loads the lake's extensions (DuckLake and its catalog's driver) into a throwaway database,
+- DuckDB loads the lake's extensions (DuckLake, its catalog's driver, and `httpfs` for a data path in
+  object storage) into a throwaway database,
   which is closed again: the extension libraries stay mapped, so a run's own first ``LOAD`` costs
   a fraction of what it would (that saves a large share of a small batch run's CPU). No database or
   connection is left open across the fork. Should it fail, each run loads (and reports) them itself.
@@ -21,16 +22,18 @@ import duckdb
 
 from crawl_platform.config import Settings
 from crawl_platform.store.database import new_engine
-from crawl_platform.store.extensions import ExtensionError, load_extensions
+from crawl_platform.store.extensions import ExtensionError, load_extensions, load_object_storage
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.schema import schema_columns
 
 
 def _map_lake_extensions() -> None:
-    kind = LakeLocation.from_settings(Settings()).kind
+    location = LakeLocation.from_settings(Settings())
     con = new_engine()
     try:
-        load_extensions(con, kind)
+        load_extensions(con, location.kind)
+        if not location.is_local:
+            load_object_storage(con)
     finally:
         con.close()
 

@@ -50,6 +50,7 @@ from crawl_platform.pipeline.submission import (
     user_crawl_id_problem,
 )
 from crawl_platform.states import CrawlState
+from crawl_platform.storage import StorageError
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.errors import StoreBusyError, StoreUnavailableError
 from crawl_platform.store.extensions import ExtensionError
@@ -149,10 +150,10 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
                      help="attach the lake read-write and run any statement (default: read the lake, nothing else)")
     sql.add_argument("--csv", action="store_true", help="print results as CSV")
     backup = sub.add_parser("backup", help="copy the lake as of one snapshot into a new folder")
-    backup.add_argument("dest", metavar="DEST", help="a new or empty folder")
+    backup.add_argument("dest", metavar="DEST", help="a new or empty folder, or s3://bucket/prefix/")
     backup.add_argument("--snapshot", type=int, metavar="N", help="the snapshot to copy (default: the latest)")
     restore = sub.add_parser("restore", help="land a backup into the lake, checked against its manifest")
-    restore.add_argument("src", metavar="SRC", help="a folder written by backup")
+    restore.add_argument("src", metavar="SRC", help="a folder written by backup, or its s3:// URL")
     restore.add_argument("--lake-path", type=Path, metavar="PATH",
                          help="restore into the embedded lake at PATH (default: the configured lake)")
     restore.add_argument("--force", action="store_true", help="replace the lake's crawl data if it holds any")
@@ -179,7 +180,7 @@ def main(argv: Sequence[str] | None = None, extra_commands: Mapping[str, Command
         with _without_pandas(args.command in _NO_PANDAS_COMMANDS):
             return _dispatch(settings, args)
     except (BusError, StoreBusyError, BrokerStartError, StoreUnavailableError, QueryError,
-            TransferFailedError) as exc:
+            TransferFailedError, StorageError) as exc:
         return fail(str(exc), EXIT_UNAVAILABLE)
     except (ExtensionError, TransferRefusedError, RulesError, UnknownRulesCrawlError) as exc:
         return fail(str(exc), EXIT_USAGE)

@@ -5,7 +5,9 @@ Part of :class:`crawl_platform.config.Settings`; :mod:`crawl_platform.bus.kafka`
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings
 
 
@@ -24,6 +26,31 @@ class BusSettings(BaseSettings):
         description="JSON object of extra librdkafka settings for every producer, consumer and admin "
         "client, e.g. `security.protocol`, `sasl.*`, `ssl.*` (docs/kafka.md). With `sasl.password` in "
         "it, it is a secret: never shown.",
+    )
+    kafka_security_protocol: Literal["", "plaintext", "ssl", "sasl_plaintext", "sasl_ssl"] = Field(
+        "", validation_alias=AliasChoices("KAFKA_SECURITY_PROTOCOL", "kafka_security_protocol"),
+        description="librdkafka's `security.protocol`: `ssl` (TLS) or `sasl_ssl` (TLS with a SASL login, "
+        "whose `sasl.*` settings go in `KAFKA_CLIENT_CONFIG`) encrypt every connection to the brokers, "
+        "whose certificates are checked against `KAFKA_SSL_CA_LOCATION` and their host names; empty: "
+        "`KAFKA_CLIENT_CONFIG`'s, else plain text.",
+    )
+    kafka_ssl_ca_location: str = Field(
+        "", validation_alias=AliasChoices("KAFKA_SSL_CA_LOCATION", "kafka_ssl_ca_location"),
+        description="librdkafka's `ssl.ca.location`: PEM file of the CA that signed the brokers' "
+        "certificates; empty: the system's CAs.",
+    )
+    kafka_ssl_certificate_location: str = Field(
+        "", validation_alias=AliasChoices("KAFKA_SSL_CERTIFICATE_LOCATION", "kafka_ssl_certificate_location"),
+        description="librdkafka's `ssl.certificate.location`: the client's certificate (PEM), for brokers "
+        "that authenticate clients by certificate (mutual TLS).",
+    )
+    kafka_ssl_key_location: str = Field(
+        "", validation_alias=AliasChoices("KAFKA_SSL_KEY_LOCATION", "kafka_ssl_key_location"),
+        description="librdkafka's `ssl.key.location`: the client certificate's private key (PEM).",
+    )
+    kafka_ssl_key_password: SecretStr = Field(
+        SecretStr(""), validation_alias=AliasChoices("KAFKA_SSL_KEY_PASSWORD", "kafka_ssl_key_password"),
+        description="librdkafka's `ssl.key.password`, if the key is encrypted. A secret: never shown.",
     )
     kafka_producer_config: dict[str, str] = Field(
         default_factory=dict,
@@ -75,5 +102,11 @@ class BusSettings(BaseSettings):
     )
 
     def kafka_config(self) -> dict[str, str]:
-        """librdkafka base configuration shared by producers, consumers and admin clients."""
-        return {"bootstrap.servers": self.kafka_bootstrap_servers, **self.kafka_client_config}
+        """librdkafka base configuration shared by producers, consumers and admin clients: the
+        TLS settings that are set override the same keys in ``KAFKA_CLIENT_CONFIG``."""
+        tls = {"security.protocol": self.kafka_security_protocol, "ssl.ca.location": self.kafka_ssl_ca_location,
+               "ssl.certificate.location": self.kafka_ssl_certificate_location,
+               "ssl.key.location": self.kafka_ssl_key_location,
+               "ssl.key.password": self.kafka_ssl_key_password.get_secret_value()}
+        return {"bootstrap.servers": self.kafka_bootstrap_servers, **self.kafka_client_config,
+                **{key: value for key, value in tls.items() if value}}

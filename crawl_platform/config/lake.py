@@ -10,8 +10,10 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, AliasChoices, Field
+from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field
 from pydantic_settings import BaseSettings
+
+from crawl_platform.config.storage import folder_location
 
 _MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)", re.IGNORECASE)
 
@@ -39,9 +41,11 @@ class LakeSettings(BaseSettings):
         description="The lake's catalog: empty for the embedded SQLite file under `CRAWL_LAKE_PATH`, "
         "`sqlite:PATH` for another file, or `postgres:DSN` (e.g. `postgres:dbname=crawl host=pg.internal "
         "user=crawler`) for a catalog every machine shares (docs/deployment.md). A password in the DSN is "
-        "shown as `***`; `PGPASSWORD` or `~/.pgpass` keep it out of the DSN.",
+        "shown as `***`; `PGPASSWORD` or `~/.pgpass` keep it out of the DSN. TLS to PostgreSQL: add "
+        "`sslmode=verify-full sslrootcert=/path/to/ca.pem` to the DSN; it reaches libpq untouched (both the "
+        "DuckDB extension and the write lock's connection use it).",
     )
-    lake_data_path: str = Field(
+    lake_data_path: Annotated[str, BeforeValidator(folder_location)] = Field(
         "", validation_alias=AliasChoices("CRAWL_LAKE_DATA_PATH", "lake_data_path"),
         description="Where the lake's Parquet files live: empty for `CRAWL_LAKE_PATH/data`, a folder every "
         "worker reaches (a shared mount), or object storage, `s3://bucket/prefix/` (DuckDB's `httpfs`, with "
@@ -74,12 +78,12 @@ class LakeSettings(BaseSettings):
         "Older snapshots are expired and the files only they referenced are removed; the cutoff is rounded "
         "back to a UTC midnight, so up to a day more is kept.",
     )
-    lake_backup_path: str = Field(
+    lake_backup_path: Annotated[str, BeforeValidator(folder_location)] = Field(
         "", validation_alias=AliasChoices("CRAWL_LAKE_BACKUP_PATH", "lake_backup_path"),
         description="Folder `lake_backup_job` writes backups into, one `<snapshot>-<UTC time>` folder each: a "
         "path or `s3://bucket/prefix/`; empty for `backups/` beside `CRAWL_LAKE_PATH`.",
     )
-    archive_path: str = Field(
+    archive_path: Annotated[str, BeforeValidator(folder_location)] = Field(
         "", validation_alias=AliasChoices("CRAWL_ARCHIVE_PATH", "archive_path"),
         description="Folder of the raw archive, the gzip WARC files the fetch steps write (`pages.warc_file` "
         "is relative to it): a path every worker reaches, or `s3://bucket/prefix/` (each shard's file "

@@ -7,11 +7,12 @@ read them.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, BeforeValidator, Field
 from pydantic_settings import BaseSettings
+
+from crawl_platform.config.storage import folder_location
 
 
 class RunSettings(BaseSettings):
@@ -62,10 +63,11 @@ class RunSettings(BaseSettings):
         description="Fetch steps a batch run fans out into, each over whole hosts. `0`: 1 on the in-process "
         "executor (its hosts are fetched in parallel threads anyway), 4 on Celery.",
     )
-    handoff_dir: Path = Field(
-        Path("data/handoff"), validation_alias=AliasChoices("CRAWL_HANDOFF_DIR", "handoff_dir"),
+    handoff_dir: Annotated[str, BeforeValidator(folder_location)] = Field(
+        "data/handoff", validation_alias=AliasChoices("CRAWL_HANDOFF_DIR", "handoff_dir"),
         description="Where a run's fetch steps hand their pages to its landing step (pickles, removed once "
-        "the batch has landed). Use shared storage when Celery workers run on other machines.",
+        "the batch has landed): a local path, or `s3://bucket/prefix/` (docs/storage.md), which Celery "
+        "workers on several machines all reach without a shared file system.",
     )
     max_runs_per_tick: int = Field(
         16, ge=1, validation_alias=AliasChoices("CRAWL_MAX_RUNS_PER_TICK", "max_runs_per_tick"),

@@ -9,10 +9,19 @@ role), except for the lake's Parquet files: DuckDB is given only what is set her
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings
+
+
+def folder_location(value: str | Path) -> str:
+    """A setting that names a folder: a path, or ``s3://bucket/prefix/`` (object storage)."""
+    text = str(value)
+    if "://" in text and not (text.startswith("s3://") and text[5:].strip("/")):
+        raise ValueError("a path or s3://bucket/prefix/")
+    return text
 
 
 class ObjectStoreSettings(BaseSettings):

@@ -82,6 +82,9 @@ class Folder(Protocol):
     def list(self, prefix: str = "") -> Iterator[str]:
         """The names of every file under ``prefix`` (all the folder's by default), at any depth."""
 
+    def entries(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+        """Like :meth:`list`, each name with its file's modification time (seconds since the epoch)."""
+
     def exists(self, name: str) -> bool:
         """Whether the file ``name`` exists."""
 

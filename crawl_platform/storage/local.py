@@ -83,12 +83,21 @@ class LocalFolder:
         return self.path(name).open("rb")
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        for name, _modified in self.entries(prefix):
+            yield name
+
+    def entries(self, prefix: str = "") -> Iterator[tuple[str, float]]:
         base = self.root / prefix if prefix else self.root
         if not base.is_dir():
             return
         for path in sorted(base.rglob("*")):
-            if path.is_file() and not path.name.endswith(PART_SUFFIX):
-                yield path.relative_to(self.root).as_posix()
+            if path.name.endswith(PART_SUFFIX):
+                continue
+            try:
+                if path.is_file():
+                    yield path.relative_to(self.root).as_posix(), path.stat().st_mtime
+            except FileNotFoundError:  # removed meanwhile
+                continue
 
     def exists(self, name: str) -> bool:
         return self.path(name).is_file()

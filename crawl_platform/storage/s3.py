@@ -202,12 +202,16 @@ class S3Folder:
             yield copy
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        for name, _modified in self.entries(prefix):
+            yield name
+
+    def entries(self, prefix: str = "") -> Iterator[tuple[str, float]]:
         start = self.key(prefix) if prefix else self.prefix
         with self._errors(prefix):
             pages = self.store.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start)
             for page in pages:
                 for item in page.get("Contents", []):
-                    yield str(item["Key"])[len(self.prefix):]
+                    yield str(item["Key"])[len(self.prefix):], item["LastModified"].timestamp()
 
     def exists(self, name: str) -> bool:
         try:

@@ -5,7 +5,8 @@ host first, then the workers), starts the site host, and yields a :class:`Cluste
 commands on any host with that host's environment. Each host gets the file's environment with its
 own folder filled in and nothing else but ``PATH`` (this checkout's virtualenv first, as an
 installed platform would be): no path of one host appears in another's environment, which
-:meth:`Cluster.assert_private` checks. ``{shared}`` is the one folder every host names.
+:meth:`Cluster.assert_private` checks. The hosts share no folder: what one host writes for another
+goes through the control host's servers.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ STEP_TIMEOUT_S = 180.0
 
 
 class Cluster:
-    def __init__(self, deployment: Deployment, network: Network, shared: Path,
+    def __init__(self, deployment: Deployment, network: Network,
                  extra_env: dict[str, str] | None = None) -> None:
         """``extra_env``: settings on top of the file's on every host (a benchmark's, say)."""
         self.deployment = deployment
         self.extra_env = extra_env or {}
         self.network = network
-        self.shared = shared
         self.site: Host | None = None
 
     def host(self, name: str) -> Host:
@@ -42,14 +42,14 @@ class Cluster:
 
     def env(self, host: Host) -> dict[str, str]:
         plan = self.deployment.host(host.name)
-        values = host_values(self.deployment, plan, str(host.home), str(REPO), str(self.shared))
+        values = host_values(self.deployment, plan, str(host.home), str(REPO))
         path = f"{Path(sys.executable).parent}{os.pathsep}/usr/sbin{os.pathsep}/usr/bin{os.pathsep}/bin"
         return {**host_env(self.deployment, values), **self.extra_env, "PATH": path, "LANG": "C.UTF-8",
                 "HOME": str(host.home)}
 
     def values(self, host: Host) -> dict[str, str]:
         plan = self.deployment.host(host.name)
-        return host_values(self.deployment, plan, str(host.home), str(REPO), str(self.shared))
+        return host_values(self.deployment, plan, str(host.home), str(REPO))
 
     def bring_up(self, plan: HostPlan) -> Host:
         """Run ``plan``'s steps on its host, in order; raises with the step's output if one fails."""
@@ -137,9 +137,7 @@ def start_cluster(workers: int = 2, deployment: Deployment | None = None,
     """The control host and ``workers`` worker hosts, up; all of it removed on exit."""
     deployment = deployment or load_deployment()
     with Network(deployment.subnet) as network:
-        shared = network.root / "shared"
-        shared.mkdir()
-        cluster = Cluster(deployment, network, shared, extra_env)
+        cluster = Cluster(deployment, network, extra_env)
         try:
             cluster.bring_up(deployment.control)
             for plan in deployment.workers[:workers]:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS_TOML = REPO / "deploy" / "hosts.toml"
-PLACEHOLDER = re.compile(r"\{(address|control|home|repo|shared)\}")
+PLACEHOLDER = re.compile(r"\{(address|control|home|repo)\}")
 
-GUIDE_VALUES = {"home": "/srv/crawl", "repo": "/opt/crawl-platform", "shared": "/shared/crawl"}
+GUIDE_VALUES = {"home": "/srv/crawl", "repo": "/opt/crawl-platform"}
 """What the guide writes for the folders the test makes per run."""
 
 
@@ -75,9 +75,8 @@ def fill(text: str, values: dict[str, str]) -> str:
     return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
-def host_values(deployment: Deployment, host: HostPlan, home: str, repo: str, shared: str) -> dict[str, str]:
-    return {"address": host.address, "control": deployment.control.address, "home": home, "repo": repo,
-            "shared": shared}
+def host_values(deployment: Deployment, host: HostPlan, home: str, repo: str) -> dict[str, str]:
+    return {"address": host.address, "control": deployment.control.address, "home": home, "repo": repo}
 
 
 def host_env(deployment: Deployment, values: dict[str, str]) -> dict[str, str]:

@@ -137,7 +137,7 @@ def test_a_batch_over_several_partitions_fans_out_into_host_shards_and_lands_onc
         assert pages_meta["shards"].value == 2
         assert sorted(store.query("SELECT url FROM pages")) == sorted((u,) for u in seeds)
         # The handoff between steps is gone once the batch landed.
-        assert not any(crawl_env.handoff_dir.rglob("*.pickle"))
+        assert not any(Path(crawl_env.handoff_dir).rglob("*.pickle"))
         assert all(s.request_count("/") == 1 for s in (a, b, c))
 
 

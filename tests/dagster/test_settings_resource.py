@@ -4,9 +4,12 @@ changes, overridden by the resource's own fields, and frozen (every caller share
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pydantic
 import pytest
 
+from crawl_platform.storage import LocalFolder
 from crawl_platform.store.location import LakeLocation
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.resources.handoff import HandoffIOManager
@@ -20,7 +23,7 @@ def test_settings_are_built_once_per_environment_and_again_when_it_changes(monke
     first = resource.settings()
     assert resource.settings() is first
     assert CrawlSettingsResource().settings() is first  # another resource of the same config, the same settings
-    assert HandoffIOManager().root() == first.handoff_dir
+    assert HandoffIOManager().folder() == LocalFolder(Path(first.handoff_dir))
     assert (first.lake_path, first.host_delay_ms) == (tmp_path / "a", 250)
 
     monkeypatch.setenv("CRAWL_HOST_DELAY_MS", "40")

@@ -79,12 +79,14 @@ def test_every_page_once_every_record_readable_from_every_host_politeness_across
         empty = [url for url, status, kind, size in records if status == 200 and "html" in kind and not size]
         assert not empty, host
 
-    # The lake's files and the archive are in the control host's bucket; the one shared folder
-    # holds nothing but the handoff between a run's steps.
+    # The lake's files, the archive and the handoff went through the control host's S3 server;
+    # the workers' folders hold none of them.
     bucket = cluster.host("control").home / "s3" / "crawl-lake"
     assert list((bucket / "lake").rglob("*.parquet"))
     assert list((bucket / "archive").rglob("*.warc.gz"))
-    assert {p.relative_to(cluster.shared).parts[0] for p in cluster.shared.rglob("*")} <= {"handoff"}
+    for name in ("worker-1", "worker-2"):
+        kept = {p.suffix for p in cluster.host(name).home.rglob("*") if p.is_file()}
+        assert not kept & {".parquet", ".gz", ".pickle"}, (name, kept)
 
     requests = cluster.site_requests()
     workers = {cluster.host(name).address for name in ("worker-1", "worker-2")}

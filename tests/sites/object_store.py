@@ -60,6 +60,12 @@ class S3Server:
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
+    def pid(self) -> int:
+        """The server's process id (while it runs)."""
+        assert self._process is not None
+        return self._process.pid
+
+    @property
     def object_store(self) -> ObjectStore:
         return ObjectStore(self.endpoint_url, REGION, ACCESS_KEY, SECRET_KEY,
                            ca_bundle=str(self.tls.ca_file) if self.tls else "")

@@ -46,7 +46,7 @@ def test_the_test_hosts_get_the_guides_environment_and_only_their_own_folder(tmp
     class FakeNetwork:
         hosts = {h.name: FakeHost(h.name) for h in deployment.hosts}
 
-    cluster = Cluster(deployment, FakeNetwork(), tmp_path / "shared")  # type: ignore[arg-type]
+    cluster = Cluster(deployment, FakeNetwork())  # type: ignore[arg-type]
     for host in FakeNetwork.hosts.values():
         env = cluster.env(host)  # type: ignore[arg-type]
         assert set(env) - set(deployment.env) == {"PATH", "LANG", "HOME"}

@@ -4,12 +4,14 @@
 A lake whose data path is ``s3://`` writes its Parquet files there and reads them back, time
 travel included; a batch fetched and landed the way a batch run does puts its WARC file in the
 bucket beside the lake, and every record in it is readable through the engine's reader, ``show``,
-extraction and a WARC export; a backup goes to the bucket and comes back from it, archive included.
+extraction and a WARC export; a backup goes to the bucket and comes back from it, archive included;
+maintenance merges the lake's small files there.
 """
 
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from crawl_platform.lake.backup import Manifest, backup_lake, restore_lake
 from crawl_platform.storage import S3Folder, open_folder
 from crawl_platform.store.database import CrawlStore, StoreUnavailableError
 from crawl_platform.store.location import LakeLocation
+from crawl_platform.store.maintenance import maintain_lake
 from crawl_platform.store.transfer import table_fingerprints
 from tests.sites.object_store import S3Server
 from tests.unit.archived import archive_site, cli, dead_url, fetch_and_land, register
@@ -158,3 +161,18 @@ def test_a_data_path_in_a_bucket_nobody_made_is_one_line(s3_server: S3Server, st
     with pytest.raises(StoreUnavailableError) as refused, store.write() as con:
         con.execute("CREATE TABLE probe AS SELECT range AS i FROM range(5000)")
     assert "\n" not in str(refused.value)
+
+
+def test_maintenance_merges_a_lake_on_object_storage(s3_server: S3Server, store_settings: Settings) -> None:
+    bucket = s3_server.new_bucket()
+    settings = s3_server.settings(store_settings).model_copy(update={"lake_data_path": f"s3://{bucket}/lake/"})
+    store = CrawlStore.from_settings(settings)
+    with store.write() as con:
+        con.execute("CREATE TABLE probe (i INTEGER)")
+    for start in range(0, 400, 100):  # four small Parquet files
+        with store.write() as con:
+            con.execute(f"INSERT INTO probe SELECT range FROM range({start}, {start + 100})")
+    before = [f for f in s3_server.bucket_files(bucket) if f.endswith(".parquet")]
+    report = maintain_lake(store, timedelta(days=7), reader_grace=timedelta(0))
+    assert report.files_merged >= len(before) == 4
+    assert store.query("SELECT count(*), sum(i) FROM probe") == [(400, sum(range(400)))]

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pydantic
 import pytest
 
+from crawl_platform.config import Settings
 from crawl_platform.storage import Folder, LocalFolder, ObjectStore, S3Folder, StorageError, open_folder
 from crawl_platform.storage import s3 as s3_module
 from tests.sites.object_store import ACCESS_KEY, SECRET_KEY, S3Server
@@ -127,3 +129,11 @@ def test_a_setting_names_a_local_folder_or_a_bucket(tmp_path: Path) -> None:
     assert bucket.child("2026-01-01").url == "s3://lake/crawl/archive/2026-01-01/"
     with pytest.raises(ValueError, match="only local paths and s3://"):
         open_folder("gs://lake/archive")
+
+
+@pytest.mark.parametrize("field", ["lake_data_path", "archive_path", "lake_backup_path", "handoff_dir"])
+def test_a_folder_setting_is_a_path_or_an_s3_url(field: str) -> None:
+    assert getattr(Settings(**{field: "s3://crawl-lake/x/"}), field) == "s3://crawl-lake/x/"
+    for wrong in ("gs://crawl-lake/x/", "s3://"):
+        with pytest.raises(pydantic.ValidationError, match=r"a path or s3://bucket/prefix/"):
+            Settings(**{field: wrong})
