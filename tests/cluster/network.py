@@ -118,8 +118,10 @@ class Host:
     def argv(self, command: str, user: str | None = None) -> list[str]:
         """``command``'s bash lines in this host (its namespace and control group), as ``user``."""
         as_user = ["runuser", "-u", user, "--"] if user else []
+        # Into the control group first: `ip netns exec` mounts a sysfs of the namespace's own,
+        # without the machine's cgroup folders.
         join = f'echo $$ > {self.cgroup}/cgroup.procs && exec "$@"'
-        return ["ip", "netns", "exec", self.namespace, "bash", "-c", join, self.name, *as_user, "bash", "-ec", command]
+        return ["bash", "-c", join, self.name, "ip", "netns", "exec", self.namespace, *as_user, "bash", "-ec", command]
 
     def cpu_seconds(self) -> float:
         """CPU time of every process this host has run so far."""
