@@ -58,6 +58,7 @@ class RequestRecord:
     finished_at: float
     status: int
     client_port: int
+    client_host: str = ""  # the client's address: which machine of a crawl asked
 
 
 @dataclass
@@ -256,7 +257,8 @@ class _Handler(RecordingHandler):
         head, data, status = self.site._response(self.path.split("?", 1)[0])
         end = b"Connection: close\r\n\r\n" if self.close_connection else b"\r\n"
         self.wfile.write(head + end + data if send_body else head + end)
-        self.server.record(RequestRecord(self.path, started, time.monotonic(), status, self.client_address[1]))
+        self.server.record(RequestRecord(self.path, started, time.monotonic(), status, self.client_address[1],
+                                         self.client_address[0]))
 
 
 class SiteServer(RecordingServer[RequestRecord]):
