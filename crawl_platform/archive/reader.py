@@ -71,11 +71,13 @@ def read_stored(archive_root: Path, warc_file: str, offset: int,
 def archived_responses(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None = None,
                        latest_only: bool = True) -> Iterator[ArchivedResponse]:
     """The stored responses of the crawl's page versions (of ``urls`` only, if given), read from
-    the archive: only versions with a response and a record (failed fetches have none). With
+    the archive: only versions with a response and a record (failed fetches have none). A page
+    that was rendered gives its rendered DOM (its ``conversion`` record) as the body: what its
+    parse saw, and what extraction and Markdown see. With
     ``latest_only``, each URL's latest version the crawl produced. Yielded file by file in
     record order (each file opened once), from the store's archive (``store.archive_root``, which
     :func:`archive_root` gives for the settings that made the store)."""
-    for row, path, member in _members(store, crawl_id, urls, latest_only):
+    for row, path, member in _members(store, crawl_id, urls, latest_only, rendered=True):
         url, version, crawl, final, status, ctype, fetched, _file, offset, _length = row
         _status, headers, body = _parse(member, path, offset)
         yield ArchivedResponse(url, version, crawl, final, status, ctype, headers, body, fetched)
@@ -93,15 +95,16 @@ def count_archived(store: CrawlStore, crawl_id: str, latest_only: bool = False) 
     return len(_located(store, crawl_id, None, latest_only))
 
 
-def _located(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None, latest_only: bool) -> list[tuple[Any, ...]]:
+def _located(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None, latest_only: bool,
+             rendered: bool = False) -> list[tuple[Any, ...]]:
     with store.read() as con:
-        return pages.archived_versions(con, crawl_id, urls, latest_only)
+        return pages.archived_versions(con, crawl_id, urls, latest_only, rendered)
 
 
 def _members(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None,
-             latest_only: bool) -> Iterator[tuple[tuple[Any, ...], Path, bytes]]:
+             latest_only: bool, rendered: bool = False) -> Iterator[tuple[tuple[Any, ...], Path, bytes]]:
     by_file: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in _located(store, crawl_id, urls, latest_only):
+    for row in _located(store, crawl_id, urls, latest_only, rendered):
         by_file[row[7]].append(row)
     for warc_file, rows in by_file.items():
         path = store.archive_root / warc_file
@@ -124,7 +127,11 @@ def _member(file: BinaryIO, path: Path, offset: int, length: int) -> bytes:
 
 def _parse(member: bytes, path: Path, offset: int) -> tuple[str, list[tuple[str, str]], bytes]:
     try:
-        for record in ArchiveIterator(io.BytesIO(member), record_types=WarcRecordType.response, parse_http=True):
+        kinds = WarcRecordType.response | WarcRecordType.conversion
+        for record in ArchiveIterator(io.BytesIO(member), record_types=kinds, parse_http=True):
+            if record.record_type == WarcRecordType.conversion:  # a rendered DOM: the body alone
+                kind = record.headers.get("Content-Type") or "text/html; charset=utf-8"
+                return "HTTP/1.1 200 OK", [("Content-Type", kind)], bytes(record.reader.read())
             if record.http_headers is None:
                 break
             return (record.http_headers.status_line or "", list(record.http_headers.to_tuples()),

@@ -1,6 +1,6 @@
 """The settings reference, ``docs/settings.md``, written from the settings models.
 
-Each concern's settings class (:mod:`~crawl_platform.config.bus`, ``lake``, ``runs``, ``fetch``,
+Each concern's settings class (:mod:`~crawl_platform.config.bus`, ``lake``, ``runs``, ``fetch``, ``render``,
 ``operations``) becomes one table: every field's environment variable, its default, the values it
 accepts (from its type and bounds) and its ``Field`` description. ``tests/unit/test_readme.py``
 checks that the committed page is this module's output, so a setting cannot go undocumented or
@@ -27,6 +27,7 @@ from crawl_platform.config.bus import BusSettings
 from crawl_platform.config.fetch import FetchSettings
 from crawl_platform.config.lake import LakeSettings
 from crawl_platform.config.operations import OperationsSettings
+from crawl_platform.config.render import RenderSettings
 from crawl_platform.config.runs import RunSettings
 
 #: The settings classes in the order the page lists them, each with its section title.
@@ -35,6 +36,7 @@ SECTIONS: tuple[tuple[str, type[BaseSettings]], ...] = (
     ("The lake, the raw archive and Dagster's home", LakeSettings),
     ("Runs: batching and execution", RunSettings),
     ("Fetching and parsing", FetchSettings),
+    ("JavaScript rendering", RenderSettings),
     ("Operating crawls: defaults, alerts, monitoring, revisits", OperationsSettings),
 )
 
