@@ -179,6 +179,11 @@ class _Slot:
             error = f"the page did not settle within {self.pool.timeout_s:g} s"
         except Exception as err:  # whatever the browser raised is this page's failure
             error = _one_line(err)
+        if error is not None:  # a browser that died may not have been reaped yet when its page failed
+            for _ in range(20):
+                if self.process is None or self.process.poll() is not None:
+                    break
+                await asyncio.sleep(0.05)
         crashed = self.process is None or self.process.poll() is not None
         if crashed:
             code = self.process.returncode if self.process is not None else None

@@ -114,7 +114,8 @@ class ShardRenderer:
         for url, outcome in doms.items():
             rendering[url] = PageRendering(True, decisions[url].reason, None, outcome.refused, pointers.get(url))
         marked = {origin_of(url) for url, d in decisions.items() if d.marks_host and url in doms}
-        hosts = [*shard.hosts, *(HostRecord(origin, render_needed=True) for origin in sorted(marked))]
+        hosts = [replace(h, render_needed=True) if h.origin in marked else h for h in shard.hosts]
+        hosts += [HostRecord(origin, render_needed=True) for origin in sorted(marked - {h.origin for h in hosts})]
         seconds = {**shard.seconds, "render": time.perf_counter() - clock}
         return replace(shard, parsed=parsed, hosts=hosts, seconds=seconds, rendering=rendering)
 
