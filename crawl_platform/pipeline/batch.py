@@ -63,6 +63,7 @@ class BatchReport:
     unchanged: int = 0  # 200s whose body was the latest version's: not parsed (FetchRequest.known_hash)
     deferred: int = 0  # URLs another crawl of the batch fetched its own way: left for a later batch
     postponed: int = 0  # URLs not fetched because the batch's bodies reached CRAWL_BATCH_MAX_BYTES
+    rendered: int = 0  # pages rendered in a browser (crawl_platform.render)
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
@@ -270,6 +271,7 @@ class BatchLander:
             results = {url: r for url, r in results.items() if url not in landed.refetch}
             postponed |= landed.refetch
         report.postponed = len(postponed)
+        report.rendered = sum(1 for r in rendering.values() if r.rendered)
         report.unchanged += len(unchanged) - len(landed.refetch)
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, prepared.items, results, landed, postponed)
