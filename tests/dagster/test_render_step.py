@@ -8,10 +8,10 @@ from dagster import materialize
 from crawl_platform.bus.messages import decode_crawl_request
 from crawl_platform.bus.offsets import batch_key, plan_batches
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
-from crawl_platform.render import rendering_problem
 from crawl_platform_dagster.assets.checks import quality_checks
 from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier
 from crawl_platform_dagster.assets.intake import crawls, submit_crawl_job
+from tests.conftest import requires_browser
 from tests.dagster.conftest import RESOURCES
 from tests.sites.spa import SpaSite
 
@@ -26,7 +26,7 @@ def _submit(render: str):
     return submit_crawl_job.execute_in_process(run_config=config, resources=RESOURCES, raise_on_error=False)
 
 
-@pytest.mark.skipif(rendering_problem() is not None, reason=str(rendering_problem()))
+@requires_browser
 def test_the_launchpad_submits_a_crawl_that_renders(crawl_env, bus):
     assert _submit("auto").success
     (r,) = _ranges(bus, crawl_env.seeds_topic)
@@ -50,7 +50,7 @@ def test_the_launchpad_refuses_rendering_in_one_line_and_enqueues_nothing(crawl_
     assert all(hi == 0 for _lo, hi in bus.watermarks(crawl_env.seeds_topic).values())
 
 
-@pytest.mark.skipif(rendering_problem() is not None, reason=str(rendering_problem()))
+@requires_browser
 def test_a_batch_partition_renders_its_pages_in_the_render_step(crawl_env, bus, store, instance):
     with SpaSite(products=3) as spa:
         submit_crawl(bus, build_crawl_request([spa.base_url + "/"], crawl_id="spa", max_depth=1, render="always"))

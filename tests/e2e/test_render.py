@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from crawl_platform.render import rendering_problem
 from crawl_platform.store.database import CrawlStore
+from tests.conftest import requires_browser
 from tests.e2e.conftest import CRAWL_PLATFORM, REPO, cli
 from tests.sites.spa import RULES, SpaSite
 
 pytestmark = [pytest.mark.e2e(seconds=150),
-              pytest.mark.skipif(rendering_problem() is not None, reason=str(rendering_problem()))]
+              requires_browser]
 
 
 def _crawl_spa(env, settings, crawl_id: str, render: str, tmp_path: Path, logs: str = "") -> tuple[SpaSite, CrawlStore]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawl_platform.render import rendering_problem
+from tests.conftest import requires_browser
 from tests.unit.test_cli import _cli, _nothing_enqueued, _seed_messages, _stderr_lines
 
 
@@ -24,7 +24,7 @@ def test_rendering_the_platform_cannot_do_is_one_line_and_nothing_enqueued(setti
     assert _nothing_enqueued(bus)
 
 
-@pytest.mark.skipif(rendering_problem() is not None, reason=str(rendering_problem()))
+@requires_browser
 def test_a_crawl_that_renders_carries_its_mode_to_the_topic_and_the_lake(settings, bus, store):
     done = _cli(settings, "crawl", "http://127.0.0.1:9/", "--crawl-id", "spa", "--render", "auto", "--screenshots")
     assert done.returncode == 0, done.stderr

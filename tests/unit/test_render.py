@@ -25,11 +25,12 @@ from crawl_platform.fetch.netguard import NetworkGuard
 from crawl_platform.render import rendering_problem
 from crawl_platform.render.step import ShardRenderer
 from crawl_platform.store.records import view_name
+from tests.conftest import requires_browser
 from tests.sites.spa import RULES, SpaSite
 from tests.unit.crawl_rows import crawl_loop
 
 AGENT = "render-test/1.0"
-pytestmark = pytest.mark.skipif(rendering_problem() is not None, reason=str(rendering_problem()))
+pytestmark = requires_browser
 
 
 @pytest.fixture
