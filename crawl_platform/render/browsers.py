@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -162,6 +163,8 @@ class _Slot:
         self.browser: Any = None
         self.profile: str | None = None
         self.pages = 0
+        # The next page's context and page, being made while a page settles, with their User-Agent.
+        self._spare: tuple[str, asyncio.Future[tuple[Any, Any]]] | None = None
 
     async def render(self, job: RenderJob) -> Rendered:
         clock = time.monotonic()
@@ -198,19 +201,19 @@ class _Slot:
         return Rendered(job.url, html, error, tuple(log.refused), shot, time.monotonic() - clock, log.requests)
 
     async def _load(self, job: RenderJob) -> tuple[str, bytes | None]:
-        context = await self.browser.new_context(
-            user_agent=job.user_agent, service_workers="block", accept_downloads=False, permissions=[],
-            viewport={"width": 1280, "height": 800}, java_script_enabled=True)
+        context, page = await self._page_for(job.user_agent)
         try:
-            page = await context.new_page()
-            context.on("page", _close_popup)  # after the page's own: every later one is a pop-up
             headers = {k: v for k, v in job.headers if k.lower() not in _DROPPED_HEADERS}
 
             async def answer(route: Any) -> None:
                 await route.fulfill(status=job.status, headers=headers, body=job.body)
 
-            await page.route(lambda url: url == job.final_url, answer)
+            # A pattern, not a function: the driver matches it, so the page's other requests are not
+            # handed to Python one by one.
+            await page.route(re.compile("^" + re.escape(job.final_url) + "$"), answer)
             await page.goto(job.final_url, wait_until="load")
+            # While this page settles, the next one's context and page are made.
+            self._spare = (job.user_agent, asyncio.ensure_future(self._new_page(job.user_agent)))
             await page.wait_for_load_state("networkidle")
             html = await page.content()
             shot = await page.screenshot(type="png") if job.screenshot else None
@@ -219,7 +222,37 @@ class _Slot:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(context.close(), CLOSE_TIMEOUT_S)
 
+    async def _page_for(self, user_agent: str) -> tuple[Any, Any]:
+        """A fresh context and page with ``user_agent``: the spare one made during the last page
+        when it has that agent, else a new one."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            agent, making = spare
+            if agent == user_agent:
+                with contextlib.suppress(Exception):
+                    return await making
+            else:
+                await _discard(making)
+        return await self._new_page(user_agent)
+
+    async def _new_page(self, user_agent: str) -> tuple[Any, Any]:
+        """A new browser context (service workers blocked, downloads refused, no permissions) and
+        its page; pages a script opens in it are closed."""
+        context = await self.browser.new_context(
+            user_agent=user_agent, service_workers="block", accept_downloads=False, permissions=[],
+            viewport={"width": 1280, "height": 800}, java_script_enabled=True)
+        try:
+            page = await context.new_page()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(context.close(), CLOSE_TIMEOUT_S)
+            raise
+        context.on("page", _close_popup)  # after the page's own: every later one is a pop-up
+        return context, page
+
     async def _ensure(self) -> None:
+        # Chromium refuses its sandbox to root: as root (a container) it runs without one, and the
+        # guard proxy and a fresh context per page are what hold it in.
         if self.browser is not None and self.process is not None and self.process.poll() is None:
             return
         await self.shut()
@@ -228,7 +261,8 @@ class _Slot:
         self.profile = tempfile.mkdtemp(prefix="crawl-render-")
         memory = max(64, self.pool.max_memory_mb // 2)
         argv = [self.pool.executable, "--headless", "--remote-debugging-port=0", f"--user-data-dir={self.profile}",
-                "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+                *(["--no-sandbox"] if os.geteuid() == 0 else []), "--disable-gpu", "--no-first-run",
+                "--no-default-browser-check",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-extensions", "--disable-default-apps", "--disable-dev-shm-usage", "--mute-audio",
                 "--block-new-web-contents", "--disable-features=Translate,MediaRouter,OptimizationHints",
@@ -259,6 +293,9 @@ class _Slot:
 
     async def shut(self) -> None:
         """End this slot's browser, gracefully if it answers, else by killing its processes."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            await _discard(spare[1])
         browser, self.browser = self.browser, None
         if browser is not None:
             with contextlib.suppress(Exception):
@@ -278,6 +315,15 @@ class _Slot:
 
 
 _CLOSING: set[asyncio.Future[Any]] = set()  # pop-ups being closed (a reference each until done)
+
+
+async def _discard(making: asyncio.Future[tuple[Any, Any]]) -> None:
+    """Close a spare context (or stop making it)."""
+    if not making.done():
+        making.cancel()
+    with contextlib.suppress(BaseException):
+        context, _page = await making
+        await asyncio.wait_for(context.close(), CLOSE_TIMEOUT_S)
 
 
 def _close_popup(page: Any) -> None:

@@ -48,7 +48,7 @@ def traps() -> Iterator[SpaSite]:
 def _renderer(store: Any, **options: Any) -> ShardRenderer:
     """Loopback's 127.0.0.1 allowed, nothing else of it (127.0.0.2 is 'a loopback port not allowed')."""
     return ShardRenderer(NetworkGuard(["127.0.0.1/32"]), archive=store.archive_root,
-                         **{"browsers": 2, "timeout_s": 6.0, "host_delay_s": 0.0, **options})
+                         **{"browsers": 2, "timeout_s": 20.0, "host_delay_s": 0.0, **options})
 
 
 def _crawl(settings: Any, bus: Any, store: Any, site: SpaSite, crawl_id: str, render: str, *,
@@ -159,7 +159,7 @@ def test_auto_leaves_a_page_with_its_content_alone(settings, bus, store, site):
 
 
 def test_the_guard_refuses_what_a_rendered_page_asks_for_and_the_crawl_goes_on(settings, bus, store, traps):
-    _crawl(settings, bus, store, traps, "traps", "always")
+    _crawl(settings, bus, store, traps, "traps", "always", renderer=_renderer(store, timeout_s=8.0))
 
     pages = _pages(store, "traps")
     assert sorted(pages) == sorted(traps.pages)  # every page landed, the traps' too
@@ -176,7 +176,7 @@ def test_the_guard_refuses_what_a_rendered_page_asks_for_and_the_crawl_goes_on(s
     # A page whose network never settles, and one whose script never returns: each fails alone.
     for trap in ("/trap/spin", "/trap/busy"):
         rendered, _reason, error, _refused = pages[traps.base_url + trap]
-        assert (rendered, error) == (False, "the page did not settle within 6 s"), trap
+        assert (rendered, error) == (False, "the page did not settle within 8 s"), trap
     assert all(pages[url][0] for url in traps.pages if "/trap/spin" not in url and "/trap/busy" not in url)
 
 
