@@ -4,9 +4,14 @@ Each frontier batch is a dynamic partition whose key names the Kafka offset rang
 (see :mod:`crawl_platform.bus.offsets`), so materialising a partition again fetches exactly that
 batch. A batch run fans out:
 
-    plan_batch ──> fetch_shard (N of them, whole hosts each) ──> land_batch ──> pages/documents/links ──> frontier
+    plan_batch ──> fetch_shard ──> render_shard (N of each, whole hosts each) ──> land_batch
+               ──> pages/documents/links ──> frontier
 
-``fetch_shard`` steps run in parallel on a distributed executor; ``land_batch`` and ``frontier``
+``fetch_shard`` steps run in parallel on a distributed executor. ``render_shard`` renders the
+shard's pages of crawls that render (:mod:`crawl_platform.render`) and passes every other shard
+through; on Celery it runs on a queue of its own (``<CRAWL_CELERY_QUEUE>-render``), so workers
+started for it (``crawl-platform worker --queues render``) keep browsers off the fetch workers.
+``land_batch`` and ``frontier``
 are the only steps that write the lake, and they run in the ``crawl_duckdb_writer`` concurrency
 pool (see ``dagster.yaml``) and take turns on the lake's write lock. The work is the
 engine's (:mod:`crawl_platform.pipeline.batch`: reader, shard fetcher, lander, expand), including
@@ -53,7 +58,7 @@ from crawl_platform.pipeline.batch import BatchReport, HandoffLostError, Prepare
 from crawl_platform.pipeline.continuation import ContinuedBatch, continue_batches
 from crawl_platform.pipeline.shard import ShardResult
 from crawl_platform.store.hosts import HostRecord
-from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL
+from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL, render_step_tags
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 from crawl_platform_dagster.resources.handoff import HANDOFF_IO_MANAGER_KEY, discard_runs, handoff_folder
 
@@ -136,6 +141,28 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
 
 
 @op(
+    out=Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
+    retry_policy=batch_retry,
+    tags=render_step_tags(),
+    description="Render the shard's pages that need a browser (crawls with --render); others pass through.",
+)
+def render_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
+                 shard: ShardResult | None) -> ShardResult | None:
+    if shard is None or shard.render is None:  # nothing of it renders: no browser, no Playwright
+        return shard
+    renderer = crawl.shard_renderer()
+    try:
+        result = renderer.render(shard, context.partition_key, context.get_mapping_key() or "s0")
+    finally:
+        renderer.close()
+    rendered = sum(1 for r in result.rendering.values() if r.rendered)
+    failed = sum(1 for r in result.rendering.values() if r.error)
+    context.log.info(f"shard: {rendered} pages rendered, {failed} failed, of {len(result.rendering)} considered, "
+                     f"in {result.seconds.get('render', 0.0):.2f} s")
+    return result
+
+
+@op(
     ins={"prepared": In(), "shards": In()},
     out={"pages": Out(Nothing), "documents": Out(Nothing), "links": Out(Nothing)},
     pool=DUCKDB_WRITER_POOL,
@@ -181,6 +208,8 @@ def _pages_metadata(report: BatchReport, shards: int) -> dict[str, int | float |
         "fetch_seconds": round(report.seconds.get("fetch", 0.0), 3),
         "parse_seconds": round(report.seconds.get("parse", 0.0), 3),
         "archive_seconds": round(report.seconds.get("archive", 0.0), 3),
+        "render_seconds": round(report.seconds.get("render", 0.0), 3),
+        "pages_rendered": report.rendered,
         "land_seconds": round(report.seconds.get("land", 0.0), 3),
         "pages_per_second": round((report.fetched + report.failed) / total, 1) if total else 0.0,
         # The lake as of this batch: SELECT ... FROM pages AT (VERSION => snapshot_id).
@@ -204,7 +233,7 @@ def _pages_metadata(report: BatchReport, shards: int) -> dict[str, int | float |
 def crawl_batch(crawls: None) -> dict[str, object]:
     """Fetch and parse one frontier batch in host shards, then land it in one DuckDB transaction."""
     prepared, shards = plan_batch(crawls)
-    pages, documents, links = land_batch(prepared, shards.map(fetch_shard).collect())
+    pages, documents, links = land_batch(prepared, shards.map(fetch_shard).map(render_shard).collect())
     return {"pages": pages, "documents": documents, "links": links}
 
 

@@ -28,7 +28,12 @@ from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.extract.rules import parse_rules
 from crawl_platform.pipeline.intake import IntakeReport
-from crawl_platform.pipeline.submission import build_crawl_request, registration_conflict, submit_crawl
+from crawl_platform.pipeline.submission import (
+    build_crawl_request,
+    registration_conflict,
+    render_refusal,
+    submit_crawl,
+)
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
 
 
@@ -96,6 +101,9 @@ class CrawlRequestConfig(Config):
     cron: str = Field("", description="Crawl again on a 5-field cron schedule, UTC (empty: not recurring).")
     extract_rules: str = Field("", description="Extraction rules as YAML or JSON text (docs/extraction.md); "
                                "their records land in `records`. Empty: none.")
+    render: str = Field("never", description="Run pages' JavaScript in a headless browser: never | always | auto "
+                        "(pages that need it, and their hosts from then on; docs/rendering.md). Needs Chromium.")
+    screenshots: bool = Field(False, description="With render: archive a screenshot of each rendered page.")
 
 
 def request_run_config(request: CrawlRequest) -> dict[str, Any]:
@@ -106,7 +114,8 @@ def request_run_config(request: CrawlRequest) -> dict[str, Any]:
         "deny": list(request.deny_patterns), "max_pages_per_host": request.max_pages_per_host,
         "user_agent": request.user_agent, "use_sitemaps": request.use_sitemaps,
         "host_delay_ms": request.host_delay_ms, "host_concurrency": request.host_concurrency,
-        "priority": request.priority, "extract_rules": request.extract_rules}}}}
+        "priority": request.priority, "extract_rules": request.extract_rules, "render": request.render,
+        "screenshots": request.screenshots}}}}
 
 
 @op
@@ -120,9 +129,13 @@ def submit_crawl_request(context: OpExecutionContext, config: CrawlRequestConfig
             cron=config.cron or None, host_delay_ms=config.host_delay_ms,
             host_concurrency=config.host_concurrency, priority=config.priority,
             extract=parse_rules(config.extract_rules, "extract_rules") if config.extract_rules.strip() else None,
+            render=config.render, screenshots=config.screenshots,
         )
     except ValueError as err:  # InvalidURLError and RulesError are ValueErrors
         raise Failure(f"bad crawl request: {err}") from None
+    refusal = render_refusal(request, crawl.settings())
+    if refusal is not None:
+        raise Failure(f"bad crawl request: {refusal}")
     bus = crawl.bus()
     conflict = registration_conflict(crawl.store(), bus, request)
     if conflict is not None:  # the seeds sensor would refuse it: nothing is submitted

@@ -33,12 +33,15 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
 
 def _worker_arguments(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("--concurrency", type=int, default=2, help="steps run at once by this worker (2)")
+    worker.add_argument("--queues", choices=("all", "fetch", "render"), default="all",
+                        help="which steps: fetch (every batch step but rendering), render (only the render "
+                        "steps, which start browsers) or all (both)")
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
     from crawl_platform_dagster.stack import run_worker  # noqa: PLC0415 - only `worker` starts processes
 
-    return run_worker(settings, args.concurrency)
+    return run_worker(settings, args.concurrency, args.queues)
 
 
 COMMANDS = {

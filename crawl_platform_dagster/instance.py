@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from crawl_platform.config import Settings
+from crawl_platform_dagster.resources.settings import platform_settings
 
 PARTITION_TAG_PREFIX = "crawl/frontier_p"
 DUCKDB_WRITER_POOL = "crawl_duckdb_writer"
@@ -158,6 +159,18 @@ nux:
 """
     )
     return path
+
+
+def render_queue(settings: Settings) -> str:
+    """The Celery queue of the render steps: the deployment's queue with ``-render``."""
+    return f"{settings.celery_queue}-render"
+
+
+def render_step_tags() -> dict[str, str]:
+    """The render step's op tags: its Celery queue. dagster-celery takes a step's queue only from
+    its op's tags, which are fixed when the op is defined, so this reads the settings of the
+    environment the definitions load in (every process of a deployment shares them)."""
+    return {"dagster-celery/queue": render_queue(platform_settings())}
 
 
 def celery_run_config(settings: Settings) -> dict[str, object]:

@@ -37,6 +37,7 @@ from crawl_platform_dagster.daemon import WARM_MESSAGE
 from crawl_platform_dagster.instance import (
     celery_run_config,
     missing_limits_hint,
+    render_queue,
     write_instance_yaml,
     yaml_limited_partitions,
 )
@@ -385,29 +386,37 @@ def _supervise(dagster: DagsterProcesses, logs: Path) -> int:
     return 0
 
 
-def celery_worker_argv(settings: Settings, concurrency: int, name: str | None = None) -> list[str]:
-    """Command line of a Dagster Celery worker for this platform (config written into DAGSTER_HOME)."""
+WORKER_QUEUES = ("all", "fetch", "render")
+
+
+def celery_worker_argv(settings: Settings, concurrency: int, name: str | None = None, queues: str = "all") -> list[str]:
+    """Command line of a Dagster Celery worker for this platform (config written into DAGSTER_HOME):
+    ``queues`` ``fetch`` takes the batch steps but rendering, ``render`` only the render steps
+    (browsers), ``all`` both."""
     home = settings.dagster_home.resolve()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "celery.yaml"
     config.write_text(json.dumps(celery_run_config(settings)))  # JSON is valid YAML
+    names = {"all": [settings.celery_queue, render_queue(settings)], "fetch": [settings.celery_queue],
+             "render": [render_queue(settings)]}[queues]
     argv = [str(Path(sys.executable).parent / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
-            "-y", str(config), "-q", settings.celery_queue]
+            "-y", str(config), "-q", ",".join(names)]
     if name:
         argv += ["--name", name]
     return [*argv, "--", f"--concurrency={concurrency}"]
 
 
-def run_worker(settings: Settings, concurrency: int) -> int:
-    """A Celery worker in the foreground until Ctrl-C; it runs batch steps of crawl_batch_celery_job."""
+def run_worker(settings: Settings, concurrency: int, queues: str = "all") -> int:
+    """A Celery worker in the foreground until Ctrl-C; it runs batch steps of crawl_batch_celery_job
+    (those of ``queues``: see :func:`celery_worker_argv`)."""
     env = {**os.environ, **settings.to_env()}
     env["DAGSTER_HOME"] = str(settings.dagster_home.resolve())
     env["CRAWL_LAKE_PATH"] = str(settings.lake_path.resolve())
     # dagster-celery starts `celery` from PATH: make it this environment's.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    print(f"Celery worker on {redact_passwords(settings.celery_broker)} (concurrency {concurrency}); Ctrl-C stops it",
-          flush=True)
+    print(f"Celery worker on {redact_passwords(settings.celery_broker)} (concurrency {concurrency}, "
+          f"{queues} steps); Ctrl-C stops it", flush=True)
     try:
-        return subprocess.call(celery_worker_argv(settings, concurrency), env=env)
+        return subprocess.call(celery_worker_argv(settings, concurrency, queues=queues), env=env)
     except KeyboardInterrupt:
         return 0

@@ -26,6 +26,7 @@ from crawl_platform.pipeline.coordinator import CrawlCoordinator
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher
+from crawl_platform.render.step import ShardRenderer
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.revisits import RevisitPolicy
 from crawl_platform_dagster.resources.settings import platform_settings
@@ -75,6 +76,12 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
                             main_content=settings.main_content, parse_workers=settings.parse_workers,
                             workers=lent, workers_from=settings.parse_workers_from,
                             max_links=settings.max_links_per_page, max_bytes=settings.batch_max_bytes)
+
+    def shard_renderer(self) -> ShardRenderer:
+        """The render step's renderer: starts browsers only for a shard with pages to render."""
+        settings = self.settings()
+        archive = CrawlStore.from_settings(settings).archive if settings.archive_responses else None
+        return ShardRenderer.from_settings(settings, archive)
 
     def start_parse_workers(self, pages: int) -> None:
         """Start the run's parse workers now, for a batch of ``pages`` (they take a while to import

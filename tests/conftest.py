@@ -22,6 +22,7 @@ from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
+from crawl_platform.render import rendering_problem
 from crawl_platform.store.database import CrawlStore
 from tests.sites.alert_receivers import LoopbackCertificate, SMTPReceiver, WebhookReceiver
 from tests.sites.docs import DocsSite
@@ -29,6 +30,10 @@ from tests.sites.near_copies import serve_near_copy_site
 from tests.sites.object_store import S3Server
 
 POSTGRES_ADMIN_URL = os.environ.get("CRAWL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+# The rendering tests need Chromium: without it they are skipped on a developer's machine, with the
+# line saying what to install, and fail under CI (.ci/run installs it), where a skip would hide it.
+requires_browser = pytest.mark.skipif(rendering_problem() is not None and not os.environ.get("CI"),
+                                      reason=str(rendering_problem()))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -76,11 +76,13 @@ def read_stored(archive: Folder, warc_file: str, offset: int,
 def archived_responses(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None = None,
                        latest_only: bool = True) -> Iterator[ArchivedResponse]:
     """The stored responses of the crawl's page versions (of ``urls`` only, if given), read from
-    the archive: only versions with a response and a record (failed fetches have none). With
+    the archive: only versions with a response and a record (failed fetches have none). A page
+    that was rendered gives its rendered DOM (its ``conversion`` record) as the body: what its
+    parse saw, and what extraction and Markdown see. With
     ``latest_only``, each URL's latest version the crawl produced. Yielded file by file in
     record order (each file opened once), from the store's archive (``store.archive``, which
     :func:`archive_folder` gives for the settings that made the store)."""
-    for row, path, member in _members(store, crawl_id, urls, latest_only):
+    for row, path, member in _members(store, crawl_id, urls, latest_only, rendered=True):
         url, version, crawl, final, status, ctype, fetched, _file, offset, _length = row
         _status, headers, body = _parse(member, path, offset)
         yield ArchivedResponse(url, version, crawl, final, status, ctype, headers, body, fetched)
@@ -98,15 +100,16 @@ def count_archived(store: CrawlStore, crawl_id: str, latest_only: bool = False) 
     return len(_located(store, crawl_id, None, latest_only))
 
 
-def _located(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None, latest_only: bool) -> list[tuple[Any, ...]]:
+def _located(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None, latest_only: bool,
+             rendered: bool = False) -> list[tuple[Any, ...]]:
     with store.read() as con:
-        return pages.archived_versions(con, crawl_id, urls, latest_only)
+        return pages.archived_versions(con, crawl_id, urls, latest_only, rendered)
 
 
 def _members(store: CrawlStore, crawl_id: str, urls: Sequence[str] | None,
-             latest_only: bool) -> Iterator[tuple[tuple[Any, ...], str, bytes]]:
+             latest_only: bool, rendered: bool = False) -> Iterator[tuple[tuple[Any, ...], str, bytes]]:
     by_file: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in _located(store, crawl_id, urls, latest_only):
+    for row in _located(store, crawl_id, urls, latest_only, rendered):
         by_file[row[7]].append(row)
     for warc_file, rows in by_file.items():
         where = _where(store.archive, warc_file)
@@ -134,7 +137,11 @@ def _member(file: BinaryIO, where: str, offset: int, length: int) -> bytes:
 
 def _parse(member: bytes, path: str, offset: int) -> tuple[str, list[tuple[str, str]], bytes]:
     try:
-        for record in ArchiveIterator(io.BytesIO(member), record_types=WarcRecordType.response, parse_http=True):
+        kinds = WarcRecordType.response | WarcRecordType.conversion
+        for record in ArchiveIterator(io.BytesIO(member), record_types=kinds, parse_http=True):
+            if record.record_type == WarcRecordType.conversion:  # a rendered DOM: the body alone
+                kind = record.headers.get("Content-Type") or "text/html; charset=utf-8"
+                return "HTTP/1.1 200 OK", [("Content-Type", kind)], bytes(record.reader.read())
             if record.http_headers is None:
                 break
             return (record.http_headers.status_line or "", list(record.http_headers.to_tuples()),

@@ -52,6 +52,7 @@ class RecordPointer:
     warc_file: str
     offset: int
     length: int
+    record_id: str = ""  # its WARC-Record-ID (``<urn:uuid:…>``), for records that refer to it
 
 
 def shard_file_name(batch_id: str, shard: str, when: datetime | None = None) -> str:
@@ -94,7 +95,8 @@ class WarcFile:
             self._gzip = GzipWriter(self._staged, compression_level=COMPRESSION_LEVEL)
             raise
         self._append()
-        return None if pointer is None else RecordPointer(self.name, start + pointer.offset, pointer.length)
+        return None if pointer is None else RecordPointer(self.name, start + pointer.offset, pointer.length,
+                                                          pointer.record_id)
 
     def _append(self) -> None:
         """Append the staged records to the file."""
@@ -117,7 +119,24 @@ class WarcFile:
         offset = self._staged.tell()
         self._write(_record(WarcRecordType.response, response_id, when, head + body,
                             "application/http; msgtype=response", target))
-        return RecordPointer(self.name, offset, self._staged.tell() - offset)
+        return RecordPointer(self.name, offset, self._staged.tell() - offset, f"<urn:{response_id.decode()}>")
+
+    def add_rendering(self, url: str, dom: bytes, when: datetime, refers_to: RecordPointer | None,
+                      screenshot: bytes | None = None) -> RecordPointer:
+        """A page's rendered DOM as a ``conversion`` record pointing at its response record (and a
+        screenshot as a ``resource`` record pointing at the DOM): the DOM record's pointer."""
+        start = self._file.tell()
+        dom_id = _uuid()
+        refers = {"WARC-Refers-To": refers_to.record_id} if refers_to is not None and refers_to.record_id else {}
+        self._write(_record(WarcRecordType.conversion, dom_id, when.replace(tzinfo=UTC), dom,
+                            "text/html; charset=utf-8", {"WARC-Target-URI": url, **refers}))
+        length = self._staged.tell()
+        if screenshot is not None:
+            self._write(_record(WarcRecordType.resource, _uuid(), when.replace(tzinfo=UTC), screenshot, "image/png",
+                                {"WARC-Target-URI": f"urn:screenshot:{url}",
+                                 "WARC-Refers-To": f"<urn:{dom_id.decode()}>"}))
+        self._append()
+        return RecordPointer(self.name, start, length, f"<urn:{dom_id.decode()}>")
 
     def copy(self, member: bytes) -> RecordPointer:
         """Append a record already stored as one gzip member, byte for byte (a WARC export)."""

@@ -9,8 +9,8 @@ Each message is a frozen pydantic dataclass whose annotated fields are its schem
 message is built and when one is decoded. Decoding is strict (a JSON ``true`` is not an integer, a
 number is not a string) and runs in pydantic's JSON validator, since a frontier batch decodes
 thousands. Encoding writes compact JSON whose bytes do not change from release to release: the
-fields in declaration order (those a type lists in ``OMITTED_WHEN_EMPTY`` left out while empty), then
-``type`` and ``v``.
+fields in declaration order (those a type lists in ``OMITTED_WHEN_EMPTY`` left out while at their
+default), then ``type`` and ``v``.
 """
 
 from __future__ import annotations
@@ -126,6 +126,8 @@ def _null_is_default(default: Any) -> BeforeValidator:
 
 
 CrawlId = Annotated[str, _check(crawl_id_problem)]
+RenderMode = Literal["never", "always", "auto"]
+RENDER_MODES: tuple[str, ...] = get_args(RenderMode)
 _Time = Annotated[float, Field(ge=0, le=_LATEST_TIMESTAMP, allow_inf_nan=False, description="a Unix time"),
                   _check(_not_ahead)]
 # A list of strings that older producers leave out or send as null. The validator before the
@@ -164,11 +166,14 @@ class CrawlRequest:
     priority: Annotated[int, Field(ge=0, le=MAX_PRIORITY), _null_is_default(0)] = 0
     # extraction rules, canonical JSON; empty: none
     extract_rules: Annotated[str, _null_is_default(""), _check(_rules_problem)] = ""
+    # JavaScript rendering: never, always, or auto (over HTTP first, rendered when a page needs it)
+    render: Annotated[RenderMode, _null_is_default("never")] = "never"
+    screenshots: Annotated[bool, _null_is_default(False)] = False  # a screenshot of each rendered page, archived
     TYPE: ClassVar[str] = "crawl_request"
     VERSION: ClassVar[int] = 1
-    # Left off the wire while empty, so a request that sets none of them is one a consumer that
-    # does not know these fields reads as well.
-    OMITTED_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"extract_rules"})
+    # Left off the wire while at their default, so a request that sets none of them is one a
+    # consumer that does not know these fields reads as well.
+    OMITTED_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"extract_rules", "render", "screenshots"})
 
 
 @dataclass(frozen=True, config=_STRICT)
@@ -262,6 +267,7 @@ class _Codec(Generic[_M]):
         self._adapter = TypeAdapter(cls)
         self._fields = tuple(f.name for f in dataclasses.fields(cls))
         self._omitted_when_empty: frozenset[str] = getattr(cls, "OMITTED_WHEN_EMPTY", frozenset())
+        self._defaults = {f.name: f.default for f in dataclasses.fields(cls)}
         infos = _field_infos(cls)
         self._kinds = {name: _kind(info) for name, info in infos.items()}
         self._ranges = {name: _range(info) for name, info in infos.items()}
@@ -271,7 +277,7 @@ class _Codec(Generic[_M]):
         # some floats differently (1e-05 as 0.00001), and the wire format must not change.
         body = {name: getattr(message, name) for name in self._fields}
         for name in self._omitted_when_empty:
-            if not body[name]:
+            if body[name] == self._defaults[name]:
                 del body[name]
         body["type"], body["v"] = self.cls.TYPE, self.cls.VERSION
         return json.dumps(body, separators=(",", ":")).encode()

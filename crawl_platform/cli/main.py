@@ -29,7 +29,7 @@ from rich.table import Table
 from crawl_platform.bus.base import BusError
 from crawl_platform.bus.broker import BrokerStartError
 from crawl_platform.bus.kafka import KafkaBus
-from crawl_platform.bus.messages import CrawlRequest
+from crawl_platform.bus.messages import RENDER_MODES, CrawlRequest
 from crawl_platform.cli import archive, extract, lake
 from crawl_platform.config import Settings
 from crawl_platform.extract.rules import RulesError, load_rules
@@ -46,6 +46,7 @@ from crawl_platform.pipeline.submission import (
     build_crawl_request,
     clamped_policies,
     registration_conflict,
+    render_refusal,
     submit_crawl,
     user_crawl_id_problem,
 )
@@ -125,6 +126,11 @@ def _parser(settings: Settings, extra_commands: Mapping[str, Command]) -> argpar
                        "at most CRAWL_MAX_PRIORITY)")
     crawl.add_argument("--extract", type=Path, metavar="RULES",
                        help="extraction rules (YAML or JSON) whose records land in `records`")
+    crawl.add_argument("--render", choices=RENDER_MODES, default="never",
+                       help="run pages' JavaScript in a headless browser: never, always, or auto (pages that "
+                       "need it, and their hosts from then on); needs Chromium")
+    crawl.add_argument("--screenshots", action="store_true",
+                       help="with --render: archive a screenshot of each rendered page")
     crawl.add_argument("--wait", action="store_true", help="block until the crawl has no pending URLs")
     crawl.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N seconds (0: never)")
 
@@ -243,7 +249,8 @@ def _crawl_request(args: argparse.Namespace) -> CrawlRequest:
             deny=args.deny, max_pages_per_host=args.max_pages_per_host, user_agent=args.user_agent,
             use_sitemaps=args.sitemaps, every=args.every, cron=args.cron, host_delay_ms=args.host_delay_ms,
             host_concurrency=args.host_concurrency, priority=args.priority,
-            extract=load_rules(args.extract) if args.extract else None,
+            extract=load_rules(args.extract) if args.extract else None, render=args.render,
+            screenshots=args.screenshots,
         )
     except InvalidURLError as exc:  # nothing is enqueued when any seed is bad
         raise ValueError(f"bad seed: {exc}") from None
@@ -254,6 +261,9 @@ def _crawl(settings: Settings, args: argparse.Namespace) -> int:
         request = _crawl_request(args)
     except ValueError as exc:
         return fail(str(exc), EXIT_USAGE)
+    refusal = render_refusal(request, settings)
+    if refusal is not None:  # nothing is submitted that no batch could render
+        return fail(refusal, EXIT_USAGE)
     bus = KafkaBus.from_settings(settings)
     store = CrawlStore.from_settings(settings, threads=1)  # small questions: see from_settings
     conflict = registration_conflict(store, bus, request)

@@ -6,7 +6,8 @@ take plain values in ``__init__`` and a ``from_settings`` classmethod wires them
 The fields are declared by concern, one module each: :mod:`~crawl_platform.config.bus` (Kafka),
 :mod:`~crawl_platform.config.lake` (the store),
 :mod:`~crawl_platform.config.storage` (object storage), :mod:`~crawl_platform.config.runs` (batching and
-execution), :mod:`~crawl_platform.config.fetch` (fetching and parsing) and
+execution), :mod:`~crawl_platform.config.fetch` (fetching and parsing), :mod:`~crawl_platform.config.render`
+(JavaScript rendering) and
 :mod:`~crawl_platform.config.operations` (crawl defaults, alerts, monitoring, revisits).
 """
 
@@ -22,13 +23,16 @@ from crawl_platform.config.bus import BusSettings
 from crawl_platform.config.fetch import FetchSettings
 from crawl_platform.config.lake import LakeSettings
 from crawl_platform.config.operations import OperationsSettings, Scope
+from crawl_platform.config.render import RenderSettings
 from crawl_platform.config.runs import RunSettings
 from crawl_platform.config.storage import ObjectStoreSettings
 
 __all__ = ["Scope", "Settings"]
 
 
-class Settings(OperationsSettings, FetchSettings, RunSettings, ObjectStoreSettings, LakeSettings, BusSettings):
+class Settings(
+    OperationsSettings, RenderSettings, FetchSettings, RunSettings, ObjectStoreSettings, LakeSettings, BusSettings
+):
     """Platform settings; each field is read from the environment variable named in its alias."""
 
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, frozen=True)

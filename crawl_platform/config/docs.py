@@ -1,7 +1,7 @@
 """The settings reference, ``docs/settings.md``, written from the settings models.
 
 Each concern's settings class (:mod:`~crawl_platform.config.bus`, ``lake``, ``storage``, ``runs``,
-``fetch``, ``operations``) becomes one table: every field's environment variable, its default, the values it
+``fetch``, ``render``, ``operations``) becomes one table: every field's environment variable, its default, the values it
 accepts (from its type and bounds) and its ``Field`` description. ``tests/unit/test_readme.py``
 checks that the committed page is this module's output, so a setting cannot go undocumented or
 drift from its page.
@@ -27,6 +27,7 @@ from crawl_platform.config.bus import BusSettings
 from crawl_platform.config.fetch import FetchSettings
 from crawl_platform.config.lake import LakeSettings
 from crawl_platform.config.operations import OperationsSettings
+from crawl_platform.config.render import RenderSettings
 from crawl_platform.config.runs import RunSettings
 from crawl_platform.config.storage import ObjectStoreSettings
 
@@ -37,6 +38,7 @@ SECTIONS: tuple[tuple[str, type[BaseSettings]], ...] = (
     ("Object storage", ObjectStoreSettings),
     ("Runs: batching and execution", RunSettings),
     ("Fetching and parsing", FetchSettings),
+    ("JavaScript rendering", RenderSettings),
     ("Operating crawls: defaults, alerts, monitoring, revisits", OperationsSettings),
 )
 

@@ -29,6 +29,11 @@ class FetchRequest:
     # FetchResult.content_hash of the latest stored version: a response with this hash is the page the lake
     # has already (its parse would land nothing), so it is not parsed again.
     known_hash: str | None = None
+    # The crawl's JavaScript rendering (crawl_platform.render): never, always or auto; whether to
+    # archive a screenshot; and (auto) the extraction rules whose required fields decide it.
+    render: str = "never"
+    screenshots: bool = False
+    extract_rules: str = ""
 
 
 @dataclass(frozen=True)

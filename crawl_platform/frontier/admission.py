@@ -44,15 +44,17 @@ def _options(request: CrawlRequest, seeds: list[str]) -> tuple[object, ...]:
     :mod:`crawl_platform.store.crawls`)."""
     return (seeds, request.max_pages, request.max_depth, request.scope, list(request.allow_patterns),
             list(request.deny_patterns), request.max_pages_per_host, request.user_agent, request.use_sitemaps,
-            request.host_delay_ms, request.host_concurrency, request.priority, request.extract_rules)
+            request.host_delay_ms, request.host_concurrency, request.priority, request.extract_rules,
+            request.render, request.screenshots)
 
 
 def _stored_options(row: tuple[Any, ...]) -> tuple[object, ...]:
     """A ``crawls`` row's options with NULLs (columns older lakes lack) as the request's defaults."""
     seeds, max_pages, max_depth, scope, allow, deny, per_host, agent, sitemaps, delay, concurrency, priority, \
-        rules = row
+        rules, render, screenshots = row
     return (list(seeds or []), max_pages, max_depth, scope, list(allow or []), list(deny or []),
-            per_host or 0, agent or "", bool(sitemaps), delay or 0, concurrency or 0, priority or 0, rules or "")
+            per_host or 0, agent or "", bool(sitemaps), delay or 0, concurrency or 0, priority or 0, rules or "",
+            render or "never", bool(screenshots))
 
 
 def registration_conflict(con: duckdb.DuckDBPyConnection, request: CrawlRequest) -> str | None:
@@ -131,7 +133,8 @@ class Admission:
                 datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None), utc_now(),
                 list(request.allow_patterns), list(request.deny_patterns), request.max_pages_per_host,
                 request.user_agent, request.use_sitemaps, CrawlState.ACTIVE.value, request.host_delay_ms,
-                request.host_concurrency, request.priority, request.extract_rules or None])
+                request.host_concurrency, request.priority, request.extract_rules or None,
+                None if request.render == "never" else request.render, request.screenshots or None])
             record_schedule(con, request)
             # A pass of a recurring crawl starts from what is due, not from the whole site.
             submitted = datetime.fromtimestamp(request.submitted_at, UTC).replace(tzinfo=None)

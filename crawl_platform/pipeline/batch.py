@@ -35,6 +35,8 @@ from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.landing import LandedBatch, land_batch
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
+from crawl_platform.render.results import PageRendering
+from crawl_platform.render.step import ShardRenderer
 from crawl_platform.states import CrawlState
 from crawl_platform.store import crawls
 from crawl_platform.store.database import CrawlStore
@@ -42,6 +44,8 @@ from crawl_platform.store.hosts import HostRecord, load_hosts
 from crawl_platform.store.pages import latest_versions
 from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
+
+_NO_RENDER = ("never", False, "")  # a crawl's rendering terms when it renders nothing
 
 
 @dataclass
@@ -59,6 +63,7 @@ class BatchReport:
     unchanged: int = 0  # 200s whose body was the latest version's: not parsed (FetchRequest.known_hash)
     deferred: int = 0  # URLs another crawl of the batch fetched its own way: left for a later batch
     postponed: int = 0  # URLs not fetched because the batch's bodies reached CRAWL_BATCH_MAX_BYTES
+    rendered: int = 0  # pages rendered in a browser (crawl_platform.render)
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
@@ -207,15 +212,17 @@ class BatchReader:
         agents: dict[str, str | None] = {}
         scopes: dict[str, CrawlScope] = {}
         politeness: dict[str, tuple[float | None, int]] = {}  # the crawl's own delay and concurrency
-        for crawl_id, scope, seeds, allow, deny, agent, delay_ms, concurrency in terms:
+        rendering: dict[str, tuple[str, bool, str]] = {}  # its render mode, screenshots, extraction rules
+        for crawl_id, scope, seeds, allow, deny, agent, delay_ms, concurrency, render, shots, rules in terms:
             agents[crawl_id] = agent or None
             scopes[crawl_id] = CrawlScope.from_row(scope, seeds, allow, deny, crawl_id)
             politeness[crawl_id] = (delay_ms / 1000.0 if delay_ms else None, concurrency or 0)
-        fetch_as: dict[str, tuple[str | None, CrawlScope | None]] = {}
+            rendering[crawl_id] = (render or "never", bool(shots), (rules or "") if render == "auto" else "")
+        fetch_as: dict[str, tuple[str | None, CrawlScope | None, str]] = {}
         chosen: list[FrontierURL] = []
         deferred: list[FrontierURL] = []
         for item in items:  # the first crawl of the batch to want a URL fetches it its own way
-            way = (agents.get(item.crawl_id), scopes.get(item.crawl_id))
+            way = (agents.get(item.crawl_id), scopes.get(item.crawl_id), rendering.get(item.crawl_id, _NO_RENDER)[0])
             (chosen if fetch_as.setdefault(item.url, way) == way else deferred).append(item)
         return [
             FetchRequest(i.url, user_agent=agents.get(i.crawl_id),
@@ -223,7 +230,8 @@ class BatchReader:
                          host_concurrency=politeness.get(i.crawl_id, (None, 0))[1],
                          in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
                          etag=v.etag if (v := latest.get(i.url)) else None,
-                         last_modified=v.last_modified if v else None, known_hash=v.content_hash if v else None)
+                         last_modified=v.last_modified if v else None, known_hash=v.content_hash if v else None,
+                         render=(r := rendering.get(i.crawl_id, _NO_RENDER))[0], screenshots=r[1], extract_rules=r[2])
             for i in chosen
         ], list(hosts.values()), deferred
 
@@ -245,7 +253,9 @@ class BatchLander:
         archived: dict[str, RecordPointer] = {}
         unchanged: set[str] = set()
         postponed: set[str] = set()
+        rendering: dict[str, PageRendering] = {}
         for shard in shards:
+            rendering.update(shard.rendering)
             postponed.update(shard.postponed)
             unchanged.update(shard.unchanged)
             archived.update(shard.archived)
@@ -256,11 +266,12 @@ class BatchLander:
                 report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
         clock = time.perf_counter()
         landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived,
-                            self.revisit, unchanged, postponed)
+                            self.revisit, unchanged, postponed, rendering)
         if landed.refetch:  # not landed: left for a later batch, as postponed URLs are
             results = {url: r for url, r in results.items() if url not in landed.refetch}
             postponed |= landed.refetch
         report.postponed = len(postponed)
+        report.rendered = sum(1 for r in rendering.values() if r.rendered)
         report.unchanged += len(unchanged) - len(landed.refetch)
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, prepared.items, results, landed, postponed)
@@ -311,7 +322,8 @@ class BatchCrawler:
                  page_events: bool = True, archive: bool = True,
                  revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True,
                  parse_workers: int = 0, workers: ParseWorkers | None = None, workers_from: int = 0,
-                 max_links: int = MAX_LINKS_PER_PAGE, max_bytes: int | None = None) -> None:
+                 max_links: int = MAX_LINKS_PER_PAGE, max_bytes: int | None = None,
+                 renderer: ShardRenderer | None = None) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -324,16 +336,21 @@ class BatchCrawler:
                                           workers=workers, workers_from=workers_from, max_links=max_links,
                                           max_bytes=max_bytes)
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
+        # Renders the pages of crawls that render (none: such pages land as fetched over HTTP).
+        self.renderer = renderer
 
     @classmethod
     def from_settings(cls, settings: Settings, workers: ParseWorkers | None = None) -> BatchCrawler:
         """The crawler the settings describe; ``workers``: parse workers lent by their owner."""
-        return cls(KafkaBus.from_settings(settings), CrawlStore.from_settings(settings),
+        store = CrawlStore.from_settings(settings)
+        return cls(KafkaBus.from_settings(settings), store,
                    Fetcher.from_settings(settings), settings.parser, settings.page_events,
                    settings.archive_responses, RevisitPolicy.from_settings(settings),
                    main_content=settings.main_content, parse_workers=settings.parse_workers, workers=workers,
                    workers_from=settings.parse_workers_from, max_links=settings.max_links_per_page,
-                   max_bytes=settings.batch_max_bytes)
+                   max_bytes=settings.batch_max_bytes,
+                   renderer=ShardRenderer.from_settings(
+                       settings, store.archive if settings.archive_responses else None))
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:
@@ -348,7 +365,9 @@ class BatchCrawler:
         return self.reader.prepare(batch_id, offsets, refetch_done)
 
     def fetch_shard(self, requests: list[FetchRequest], hosts: list[HostRecord], batch_id: str = "") -> ShardResult:
-        return self.shard_fetcher.fetch(requests, hosts, batch_id)
+        """Fetch the shard, then render its pages that need it (the two steps a Dagster run keeps apart)."""
+        shard = self.shard_fetcher.fetch(requests, hosts, batch_id)
+        return self.renderer.render(shard, batch_id) if self.renderer is not None else shard
 
     def land(self, prepared: PreparedBatch, shards: list[ShardResult]) -> BatchReport:
         return self.lander.land(prepared, shards)
@@ -357,8 +376,10 @@ class BatchCrawler:
         return expand_batch(self.frontier, batch_id, self.events)
 
     def close(self) -> None:
-        """Ends the shard fetcher's parse workers and its connections."""
+        """Ends the shard fetcher's parse workers and its connections, and the renderer's browsers."""
         self.shard_fetcher.close()
+        if self.renderer is not None:
+            self.renderer.close()
 
 
 def _count(report: BatchReport, items: list[FrontierURL], results: dict[str, FetchResult],

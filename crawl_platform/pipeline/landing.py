@@ -25,6 +25,7 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchResult
 from crawl_platform.parse.html import ParsedPage
+from crawl_platform.render.results import PageRendering
 from crawl_platform.states import BatchOutcome
 from crawl_platform.store.batches import record_items, record_ranges
 from crawl_platform.store.database import CrawlStore
@@ -83,6 +84,7 @@ def land_batch(
     revisit: RevisitPolicy = DEFAULT_REVISITS,
     unchanged: Collection[str] = (),
     postponed: Collection[str] = (),
+    rendering: Mapping[str, PageRendering] | None = None,
 ) -> LandedBatch:
     """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
 
@@ -96,21 +98,24 @@ def land_batch(
     ``postponed``, and a later batch fetches and parses it.
     ``postponed`` are the URLs left unfetched when the batch's byte budget ran out: their items
     land ``postponed``, and the batch's expansion publishes them again.
+    ``rendering`` is how the render step dealt with each page of a crawl that renders
+    (``pages.rendered``, ``render_*``); its parse of a rendered page is in ``parsed`` already.
     """
     pointers = archived or {}
+    renders = rendering or {}
     crawl_of: dict[str, str] = {}
     for item in items:
         crawl_of.setdefault(item.url, item.crawl_id)
     landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
     hashes = {r.url: r.content_hash for r in landable}
-    tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
+    tables = _page_tables(landable, crawl_of, hashes, parsed, pointers, renders)
     batch_items = _items_table(items, results, postponed)
     with store.write() as con:
         refetch = _changed_since_read(con, unchanged, hashes, parsed)
         if refetch:  # rare: two batches of one URL landing at once (a partition materialised again by hand)
             landable = [r for r in landable if r.url not in refetch]
             results = {url: r for url, r in results.items() if url not in refetch}
-            tables = _page_tables(landable, crawl_of, hashes, parsed, pointers)
+            tables = _page_tables(landable, crawl_of, hashes, parsed, pointers, renders)
             batch_items = _items_table(items, results, {*postponed, *refetch})
         pages, docs, links = tables
         landed = land_versions(con, batch_id, pages, docs, links)
@@ -137,8 +142,10 @@ def land_batch(
 
 def _page_tables(landable: list[FetchResult], crawl_of: Mapping[str, str], hashes: Mapping[str, str],
                  parsed: Mapping[str, ParsedPage], pointers: Mapping[str, RecordPointer],
-                 ) -> tuple[pa.Table, pa.Table, pa.Table]:
+                 renders: Mapping[str, PageRendering]) -> tuple[pa.Table, pa.Table, pa.Table]:
     """The batch's rows for ``pages``, ``documents`` and ``links``, before versioning."""
+    done = [renders.get(r.url) for r in landable]
+    dom = [d.pointer if d is not None else None for d in done]
     pages = pa.table({
         "url": pa.array([r.url for r in landable], pa.string()),
         "crawl_id": pa.array([crawl_of[r.url] for r in landable], pa.string()),
@@ -157,6 +164,14 @@ def _page_tables(landable: list[FetchResult], crawl_of: Mapping[str, str], hashe
         "warc_file": pa.array([w.warc_file if (w := pointers.get(r.url)) else None for r in landable], pa.string()),
         "warc_offset": pa.array([w.offset if (w := pointers.get(r.url)) else None for r in landable], pa.int64()),
         "warc_length": pa.array([w.length if (w := pointers.get(r.url)) else None for r in landable], pa.int64()),
+        "rendered": pa.array([d.rendered if d is not None else None for d in done], pa.bool_()),
+        "render_reason": pa.array([d.reason if d is not None else None for d in done], pa.string()),
+        "render_error": pa.array([d.error if d is not None else None for d in done], pa.string()),
+        "render_refused": pa.array([list(d.refused) if d is not None and d.refused else None for d in done],
+                                   pa.list_(pa.string())),
+        "render_warc_file": pa.array([p.warc_file if p else None for p in dom], pa.string()),
+        "render_warc_offset": pa.array([p.offset if p else None for p in dom], pa.int64()),
+        "render_warc_length": pa.array([p.length if p else None for p in dom], pa.int64()),
     })
     # Typed columns throughout: an empty batch must not hand the SQL null-typed columns.
     docs = pa.table({

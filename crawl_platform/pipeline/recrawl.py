@@ -2,7 +2,7 @@
 
 A crawl id is one pass over a site; a recurring pass is a new crawl with the id
 ``<base>@<stamp>`` and *every* option of the family's latest pass (seeds, limits, scope, allow and
-deny patterns, per-host cap, User-Agent, sitemaps flag), so its versions land next to the first
+deny patterns, per-host cap, User-Agent, sitemaps flag, rendering), so its versions land next to the first
 pass's and it stays in the scope the user set. :func:`pass_request` builds one pass;
 :func:`plan_recrawls` is the daily plan of the ``recrawl_daily`` schedule, and
 :mod:`crawl_platform.pipeline.schedules` the per-crawl plan of the ``recurring_crawls`` sensor.
@@ -24,11 +24,11 @@ def pass_request(pass_id: str, row: tuple[Any, ...], at: datetime) -> CrawlReque
     """A pass submitted at ``at`` with the options of an ``OPTION_COLUMNS`` row of ``crawls``
     (:mod:`crawl_platform.store.crawls`; columns that older lakes lack are NULL: their defaults)."""
     seeds, max_pages, max_depth, scope, allow, deny, per_host, agent, sitemaps, delay_ms, concurrency, priority, \
-        rules = row
+        rules, render, screenshots = row
     return CrawlRequest(pass_id, tuple(seeds), max_pages, max_depth, scope, at.replace(tzinfo=UTC).timestamp(),
                         tuple(allow or ()), tuple(deny or ()), per_host or 0, agent or "", bool(sitemaps),
                         host_delay_ms=delay_ms or 0, host_concurrency=concurrency or 0, priority=priority or 0,
-                        extract_rules=rules or "")
+                        extract_rules=rules or "", render=render or "never", screenshots=bool(screenshots))
 
 
 def latest_passes(store: CrawlStore) -> dict[str, tuple[str, datetime, tuple[Any, ...]]]:

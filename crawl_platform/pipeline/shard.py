@@ -16,6 +16,7 @@ from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
+from crawl_platform.render.results import PageRendering, RenderContext, RenderTerms
 from crawl_platform.storage import Folder
 from crawl_platform.store.hosts import HostRecord
 
@@ -35,6 +36,10 @@ class ShardResult:
     unchanged: set[str] = field(default_factory=set)
     # URLs not fetched because the shard's bodies reached its byte budget: a later batch fetches them.
     postponed: list[str] = field(default_factory=list)
+    # For the render step: the URLs of crawls that render (None: nothing to render, no render step
+    # work); after it, each page it decided on (crawl_platform.render).
+    render: RenderContext | None = None
+    rendering: dict[str, PageRendering] = field(default_factory=dict)
 
 
 class ShardFetcher:
@@ -105,7 +110,20 @@ class ShardFetcher:
         parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
         postponed = list(dict.fromkeys(r.url for r in requests if r.url not in results))
-        return ShardResult(results, parsed, learned, seconds, archived, unchanged, postponed)
+        return ShardResult(results, parsed, learned, seconds, archived, unchanged, postponed,
+                           self._render_context(requests, hosts, learned))
+
+    def _render_context(self, requests: list[FetchRequest], hosts: list[HostRecord],
+                        learned: list[HostRecord]) -> RenderContext | None:
+        """What the render step needs for the shard's URLs of crawls that render; None without any."""
+        terms = {r.url: RenderTerms(r.render, r.user_agent or self.fetcher.user_agent, r.host_delay_s,
+                                    r.screenshots, r.extract_rules)
+                 for r in requests if r.render != "never"}
+        if not terms:
+            return None
+        robots = {h.origin: h.robots_body for h in [*hosts, *learned]
+                  if h.robots_body is not None and h.robots_status is not None and h.robots_status < 400}
+        return RenderContext(terms, {h.origin for h in hosts if h.render_needed}, robots)
 
     def close(self) -> None:
         """Ends the parse workers and the fetcher's connections."""

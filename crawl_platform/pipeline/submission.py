@@ -23,6 +23,7 @@ from crawl_platform.bus.messages import (
     MAX_PAGES_LIMIT,
     MAX_PRIORITY,
     MAX_USER_AGENT_LENGTH,
+    RENDER_MODES,
     CrawlRequest,
     crawl_id_problem,
 )
@@ -52,8 +53,11 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
                         deny: Sequence[str] = (), max_pages_per_host: int = 0, user_agent: str = "",
                         use_sitemaps: bool = False, every: str | int | None = None,
                         cron: str | None = None, host_delay_ms: int = 0, host_concurrency: int = 0,
-                        priority: int = 0, extract: ExtractionRules | None = None) -> CrawlRequest:
+                        priority: int = 0, extract: ExtractionRules | None = None, render: str = "never",
+                        screenshots: bool = False) -> CrawlRequest:
     """Validate everything; raises :class:`InvalidURLError` or ValueError with a one-line reason.
+    ``render`` is ``never``, ``always`` or ``auto`` (:mod:`crawl_platform.render`); whether this
+    platform may and can render is :func:`render_refusal`'s question.
     ``every`` (``6h``, or seconds) or ``cron`` make the crawl recurring (:mod:`.schedules`);
     ``extract`` are its extraction rules (already validated: :func:`crawl_platform.extract.rules.parse_rules`)."""
     if not seeds:
@@ -72,6 +76,10 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
                               ("priority", priority, MAX_PRIORITY)):
         if not 0 <= value <= high:
             raise ValueError(f"{name} must be between 0 and {high}, not {value}")
+    if render not in RENDER_MODES:
+        raise ValueError(f"render must be one of {', '.join(RENDER_MODES)}, not {render!r}")
+    if screenshots and render == "never":
+        raise ValueError("screenshots are of rendered pages: give --render always or auto too")
     check_patterns(list(allow), "allow patterns")
     check_patterns(list(deny), "deny patterns")
     if any(ch in user_agent for ch in "\r\n"):
@@ -86,7 +94,20 @@ def build_crawl_request(seeds: list[str], crawl_id: str | None = None, max_pages
     return CrawlRequest(crawl_id, tuple(dict.fromkeys(canonical)), max_pages, max_depth,
                         scope, time.time(), tuple(allow), tuple(deny), max_pages_per_host,
                         user_agent.strip(), use_sitemaps, schedule.every_seconds, schedule.cron,
-                        host_delay_ms, host_concurrency, priority, extract.to_json() if extract is not None else "")
+                        host_delay_ms, host_concurrency, priority, extract.to_json() if extract is not None else "",
+                        render, screenshots)  # type: ignore[arg-type]  # checked against RENDER_MODES above
+
+
+def render_refusal(request: CrawlRequest, settings: Settings) -> str | None:
+    """Why this platform refuses a request's rendering, in one line, or None: the operator forbids
+    it (``CRAWL_RENDER_ALLOWED``), or this machine has no browser (the line says what to install)."""
+    if request.render == "never":
+        return None
+    if not settings.render_allowed:
+        return f"render {request.render}: this platform does not render pages (CRAWL_RENDER_ALLOWED=false)"
+    from crawl_platform.render import rendering_problem  # noqa: PLC0415 - only rendering crawls look
+
+    return rendering_problem(settings.browser_path)
 
 
 def submit_crawl(bus: Bus, request: CrawlRequest) -> None:

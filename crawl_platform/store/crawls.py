@@ -24,7 +24,7 @@ from crawl_platform.store.frontier import sql_literal
 # stands for (a request delivered again must carry the same), and what a recurring pass copies.
 OPTION_COLUMNS = ("seeds, max_pages, max_depth, scope, allow_patterns, deny_patterns, "
                   "max_pages_per_host, user_agent, use_sitemaps, host_delay_ms, host_concurrency, priority, "
-                  "extract_rules")
+                  "extract_rules, render, screenshots")
 OPTION_NAMES = tuple(name.strip() for name in OPTION_COLUMNS.split(","))
 
 
@@ -71,15 +71,15 @@ def insert_crawl(con: duckdb.DuckDBPyConnection, crawl_id: str, values: Sequence
     """In the caller's write transaction: register ``crawl_id`` with ``values`` (seeds, scope,
     max_pages, max_depth, submitted_at, registered_at, allow_patterns, deny_patterns,
     max_pages_per_host, user_agent, use_sitemaps, state, host_delay_ms, host_concurrency, priority,
-    extract_rules), unless it is registered already."""
+    extract_rules, render, screenshots), unless it is registered already."""
     con.execute(
         # The lake has no unique keys: a crawl id is registered once because writers take
         # turns (the store's write lock) and this insert skips an id already there.
         """INSERT INTO crawls (crawl_id, seeds, scope, max_pages, max_depth, submitted_at,
                                registered_at, allow_patterns, deny_patterns, max_pages_per_host,
                                user_agent, use_sitemaps, state, host_delay_ms, host_concurrency,
-                               priority, extract_rules)
-           SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?, ?, ?, ?, ?, ?
+                               priority, extract_rules, render, screenshots)
+           SELECT ?, ?::VARCHAR[], ?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
            WHERE NOT EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ?)""",
         [crawl_id, *values, crawl_id],
     )
@@ -113,10 +113,11 @@ def paused_among(con: duckdb.DuckDBPyConnection, crawl_ids: Collection[str]) -> 
 
 def fetch_terms(con: duckdb.DuckDBPyConnection, crawl_ids: Sequence[str]) -> list[tuple[Any, ...]]:
     """What a batch fetches each crawl's URLs by: ``(crawl_id, scope, seeds, allow_patterns,
-    deny_patterns, user_agent, host_delay_ms, host_concurrency)`` of each of ``crawl_ids``."""
+    deny_patterns, user_agent, host_delay_ms, host_concurrency, render, screenshots, extract_rules)``
+    of each of ``crawl_ids``."""
     return con.execute(
         """SELECT crawl_id, scope, seeds, allow_patterns, deny_patterns, user_agent, host_delay_ms,
-                  host_concurrency
+                  host_concurrency, render, screenshots, extract_rules
            FROM crawls WHERE list_contains(?, crawl_id)""",
         [crawl_ids],
     ).fetchall()

@@ -24,6 +24,7 @@ class HostRecord:
     robots_fetched_at: datetime | None = None  # naive UTC
     delay_ms: int | None = None
     updated_at: datetime | None = None  # naive UTC; read only: when a batch last landed for the host
+    render_needed: bool | None = None  # its pages needed JavaScript rendering (None: keep what is stored)
 
 
 def load_hosts(con: Any, origins: Iterable[str]) -> dict[str, HostRecord]:
@@ -32,7 +33,7 @@ def load_hosts(con: Any, origins: Iterable[str]) -> dict[str, HostRecord]:
     if not wanted:
         return {}
     rows = con.execute(
-        """SELECT origin, robots_status, robots_body, robots_fetched_at, delay_ms, updated_at
+        """SELECT origin, robots_status, robots_body, robots_fetched_at, delay_ms, updated_at, render_needed
            FROM hosts WHERE list_contains(?, origin)""",
         [wanted],
     ).fetchall()
@@ -56,6 +57,7 @@ def save_hosts(con: Any, records: Iterable[HostRecord], now: datetime) -> int:
         "robots_body": pa.array([r.robots_body for r in rows], pa.string()),
         "robots_fetched_at": pa.array([r.robots_fetched_at for r in rows], pa.timestamp("us")),
         "delay_ms": pa.array([r.delay_ms for r in rows], pa.int32()),
+        "render_needed": pa.array([r.render_needed for r in rows], pa.bool_()),
     })
     con.register("inc_hosts", table)
     # The lake has no upsert: the merged rows are computed, the old ones deleted, the merged ones
@@ -68,13 +70,15 @@ def save_hosts(con: Any, records: Iterable[HostRecord], now: datetime) -> int:
                CASE WHEN i.robots_fetched_at IS NULL THEN h.robots_body ELSE i.robots_body END AS robots_body,
                coalesce(i.robots_fetched_at, h.robots_fetched_at) AS robots_fetched_at,
                coalesce(i.delay_ms, h.delay_ms) AS delay_ms,
-               $1::TIMESTAMP AS updated_at
+               $1::TIMESTAMP AS updated_at,
+               coalesce(i.render_needed, h.render_needed) AS render_needed
         FROM (SELECT DISTINCT ON (origin) * FROM inc_hosts) i LEFT JOIN hosts h USING (origin)
         """,
         [now],
     )
     con.execute("DELETE FROM hosts WHERE origin IN (SELECT origin FROM temp.merged_hosts)")
-    con.execute("""INSERT INTO hosts (origin, robots_status, robots_body, robots_fetched_at, delay_ms, updated_at)
+    con.execute("""INSERT INTO hosts (origin, robots_status, robots_body, robots_fetched_at, delay_ms, updated_at,
+                                      render_needed)
                    SELECT * FROM temp.merged_hosts""")
     con.execute("DROP TABLE temp.merged_hosts")
     con.unregister("inc_hosts")

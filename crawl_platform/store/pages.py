@@ -72,7 +72,8 @@ def land_versions(con: duckdb.DuckDBPyConnection, batch_id: str, pages: pa.Table
         SELECT i.url, i.crawl_id, (coalesce(l.v, 0) + 1)::INTEGER AS version, i.status, i.fetched_at,
                i.content_hash, i.content_type, i.final_url, ?::VARCHAR AS batch_id, i.error,
                i.content_length, i.elapsed_ms, i.etag, i.last_modified, i.redirect_chain, i.charset,
-               i.warc_file, i.warc_offset, i.warc_length
+               i.warc_file, i.warc_offset, i.warc_length, i.rendered, i.render_reason, i.render_error,
+               i.render_refused, i.render_warc_file, i.render_warc_offset, i.render_warc_length
         FROM inc_pages i
         LEFT JOIN (SELECT url, max(version) AS v, arg_max(content_hash, version) AS h
                    FROM pages WHERE url IN (SELECT url FROM inc_pages) GROUP BY url) l USING (url)
@@ -83,7 +84,9 @@ def land_versions(con: duckdb.DuckDBPyConnection, batch_id: str, pages: pa.Table
     con.execute(
         """INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
                               final_url, batch_id, error, content_length, elapsed_ms, etag, last_modified,
-                              redirect_chain, charset, warc_file, warc_offset, warc_length)
+                              redirect_chain, charset, warc_file, warc_offset, warc_length, rendered,
+                              render_reason, render_error, render_refused, render_warc_file, render_warc_offset,
+                              render_warc_length)
            SELECT * FROM temp.new_pages"""
     )
     new_versions = con.execute("SELECT url, version FROM temp.new_pages").fetch_arrow_table()
@@ -106,13 +109,16 @@ def land_versions(con: duckdb.DuckDBPyConnection, batch_id: str, pages: pa.Table
 
 
 def archived_versions(con: duckdb.DuckDBPyConnection, crawl_id: str, urls: Sequence[str] | None,
-                      latest_only: bool) -> list[tuple[Any, ...]]:
+                      latest_only: bool, rendered: bool = False) -> list[tuple[Any, ...]]:
     """The crawl's page versions with a response and an archive record (of ``urls`` only, if
     given; each URL's latest only, with ``latest_only``), by WARC file and offset: ``(url,
     version, crawl_id, final_url, status, content_type, fetched_at, warc_file, warc_offset,
-    warc_length)``, the final URL the URL itself when there was no redirect."""
-    sql = """SELECT url, version, crawl_id, coalesce(final_url, url), status, content_type, fetched_at,
-                    warc_file, warc_offset, warc_length
+    warc_length)``, the final URL the URL itself when there was no redirect. With ``rendered``, a
+    rendered page's record is its rendered DOM's (``render_warc_*``) rather than its response's."""
+    where = ("coalesce(render_warc_file, warc_file) AS wf, coalesce(render_warc_offset, warc_offset) AS wo, "
+             "coalesce(render_warc_length, warc_length) AS wl" if rendered
+             else "warc_file AS wf, warc_offset AS wo, warc_length AS wl")
+    sql = f"""SELECT url, version, crawl_id, coalesce(final_url, url), status, content_type, fetched_at, {where}
              FROM pages WHERE crawl_id = ? AND status IS NOT NULL AND warc_file IS NOT NULL"""
     params: list[object] = [crawl_id]
     if urls is not None:
@@ -120,7 +126,7 @@ def archived_versions(con: duckdb.DuckDBPyConnection, crawl_id: str, urls: Seque
         params.append(list(urls))
     if latest_only:
         sql += " QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1"
-    return con.execute(sql + " ORDER BY warc_file, warc_offset", params).fetchall()
+    return con.execute(sql + " ORDER BY wf, wo", params).fetchall()
 
 
 def stored_version(con: duckdb.DuckDBPyConnection, url: str, crawl_id: str | None = None,

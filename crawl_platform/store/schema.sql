@@ -19,7 +19,9 @@ CREATE TABLE IF NOT EXISTS crawls (
     host_delay_ms INTEGER,               -- the crawl's own gap per host (0/NULL: CRAWL_HOST_DELAY_MS)
     host_concurrency INTEGER,            -- the crawl's requests in flight per host (0/NULL: CRAWL_HOST_CONCURRENCY)
     priority      INTEGER,               -- higher: its batches run first when the run queue is full
-    extract_rules VARCHAR                -- the crawl's extraction rules (canonical JSON); NULL: none
+    extract_rules VARCHAR,               -- the crawl's extraction rules (canonical JSON); NULL: none
+    render        VARCHAR,               -- never | always | auto (NULL: never); docs/rendering.md
+    screenshots   BOOLEAN                -- a screenshot of each rendered page is archived
 );
 CREATE TABLE IF NOT EXISTS frontier (
     url           VARCHAR NOT NULL,
@@ -51,7 +53,14 @@ CREATE TABLE IF NOT EXISTS pages (
     charset       VARCHAR,
     warc_file     VARCHAR,               -- the version's WARC response record: file under the archive root,
     warc_offset   BIGINT,                -- its byte offset there and its length (one gzip member);
-    warc_length   BIGINT                 -- NULL when there was no response or archiving was off
+    warc_length   BIGINT,                -- NULL when there was no response or archiving was off
+    rendered      BOOLEAN,               -- the page was rendered in a browser: its document is the rendered DOM
+    render_reason VARCHAR,               -- why it was rendered, or (auto) why not; NULL: the crawl does not render
+    render_error  VARCHAR,               -- why rendering failed (the document is then the HTTP body's)
+    render_refused VARCHAR[],            -- requests of the page the network guard refused: 'URL: reason'
+    render_warc_file   VARCHAR,          -- the rendered DOM's WARC conversion record (file, offset, length)
+    render_warc_offset BIGINT,
+    render_warc_length BIGINT
     -- key: (url, version)
 );
 CREATE TABLE IF NOT EXISTS documents (
@@ -89,7 +98,9 @@ CREATE TABLE IF NOT EXISTS hosts (
     robots_body       VARCHAR,
     robots_fetched_at TIMESTAMP,
     delay_ms          INTEGER,               -- current adaptive gap between requests
-    updated_at        TIMESTAMP NOT NULL
+    updated_at        TIMESTAMP NOT NULL,
+    render_needed     BOOLEAN                -- a page of it needed JavaScript rendering: crawls that render
+                                             -- auto render its pages from then on
 );
 -- Batches whose page events the broker confirmed (crawl_platform.pipeline.page_events): a landed
 -- batch missing here has its events published again.

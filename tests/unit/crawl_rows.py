@@ -19,6 +19,7 @@ from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.pipeline.loop import CrawlLoop
 from crawl_platform.pipeline.planning import LoopPolicy, PlannedBatch
+from crawl_platform.render.step import ShardRenderer
 from crawl_platform.store.database import CrawlStore
 
 TABLES = ("pages", "documents", "links", "batch_items")
@@ -67,15 +68,17 @@ def land(store: CrawlStore, batch_id: str, items: list[FrontierURL], results: li
 def crawl_loop(settings: Settings, bus: Bus, store: CrawlStore, fetcher: Fetcher | None = None, *,
                batch_size: int = 0, groups: int = 0,
                before_batch: Callable[[PlannedBatch], None] | None = None,
-               max_bytes: int | None = None, max_links: int | None = None) -> CrawlLoop:
+               max_bytes: int | None = None, max_links: int | None = None,
+               renderer: ShardRenderer | None = None) -> CrawlLoop:
     """The engine's crawl loop over the test's broker and store: loopback allowed, no politeness
     delay, ``batch_size`` messages per partition (the settings' by default), ``groups`` partition
     groups per batch (0: one partition a batch), ``max_bytes`` of bodies a batch (None: no limit)
-    and ``max_links`` a page (None: the settings')."""
+    and ``max_links`` a page (None: the settings'); ``renderer`` renders the pages of crawls that
+    render (None: they land as fetched)."""
     fetcher = fetcher or Fetcher(settings.user_agent, host_delay_s=0.0, allowed_networks=["127.0.0.0/8"])
     policy = LoopPolicy(batch_size or settings.batch_size, max_runs_per_tick=100, batch_groups=groups)
     crawler = BatchCrawler(bus, store, fetcher, "lxml", max_bytes=max_bytes,
-                           max_links=max_links or settings.max_links_per_page)
+                           max_links=max_links or settings.max_links_per_page, renderer=renderer)
     return CrawlLoop.with_policy(crawler, SeedIntake(bus, store, fetcher), policy, before_batch)
 
 

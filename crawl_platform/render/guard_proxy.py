@@ -1,0 +1,254 @@
+"""The local forward proxy every request of a rendering browser goes through.
+
+A page's scripts and sub-resources reach for any address they like, and redirects too; the
+browser is started with this proxy as its only way out (``--proxy-server``, with loopback not
+bypassed), so each request meets the same rules as the fetcher's:
+
+- **The network guard at connect time.** The proxy resolves the target itself, connects only to
+  an address :class:`~crawl_platform.fetch.netguard.NetworkGuard` accepts, and checks the
+  connected peer again, so DNS rebinding, scripts and redirects to internal addresses are refused
+  like the fetcher's. A refused request gets a ``403`` and is recorded with its reason.
+- **Politeness per host.** :class:`HostGate` spaces the browser's requests per origin: plain HTTP
+  requests one at a time, each starting at least the host's gap after the previous one ended (the
+  proxy asks the server to close each connection, so a request's end is the connection's). An
+  HTTPS tunnel (``CONNECT``) is opaque: the proxy spaces the tunnels it opens by the same gap, and
+  the requests inside one reuse it as the browser chooses.
+- **robots.txt** of the page's own host applies to its plain HTTP requests (a tunnel hides paths).
+
+One proxy serves one browser, which renders one page at a time, so what it records (:class:`ProxyLog`)
+is that page's. Runs in the render loop (:mod:`.browsers`); asyncio only, no thread of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from crawl_platform.fetch.netguard import NetworkGuard
+from crawl_platform.fetch.politeness import origin_of
+
+MAX_HEAD_BYTES = 64 * 1024
+_HOP_HEADERS = frozenset({"proxy-connection", "proxy-authorization", "connection", "keep-alive"})
+
+
+class HostGate:
+    """Per-origin gaps for a browser pool's requests (asyncio; one per render loop)."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s  # the gap of an origin no crawl set one for
+        self._delays: dict[str, float] = {}
+        self._last_end: dict[str, float] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.requests: dict[str, int] = {}  # requests (or tunnels) let through, by origin
+
+    def prime(self, origin: str, delay_s: float, last_contact: float | None = None) -> None:
+        """Give ``origin`` its gap (the longest one asked for wins) and, as a ``time.monotonic()``,
+        when another step last finished a request to it, so the first request here keeps the gap."""
+        self._delays[origin] = max(delay_s, self._delays.get(origin, 0.0))
+        if last_contact is not None:
+            self._last_end[origin] = max(last_contact, self._last_end.get(origin, float("-inf")))
+
+    @contextlib.asynccontextmanager
+    async def turn(self, origin: str, hold: bool = True) -> AsyncIterator[None]:
+        """One request to ``origin``: waits until the gap after the previous one's end has passed.
+        With ``hold`` the next waits for this one to end; without (a tunnel), only its start counts."""
+        lock = self._locks.setdefault(origin, asyncio.Lock())
+        await lock.acquire()
+        held = True
+        try:
+            wait = self._last_end.get(origin, float("-inf")) + self._delays.get(origin, self.delay_s) - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self.requests[origin] = self.requests.get(origin, 0) + 1
+            if not hold:
+                self._last_end[origin] = time.monotonic()
+                lock.release()
+                held = False
+            yield
+        finally:
+            if held:
+                self._last_end[origin] = time.monotonic()
+                lock.release()
+
+
+@dataclass
+class ProxyLog:
+    """What the proxy did for the page being rendered."""
+
+    requests: int = 0
+    refused: list[str] = field(default_factory=list)  # "URL: reason"
+
+
+class GuardProxy:
+    """An HTTP forward proxy on 127.0.0.1 (plain requests and ``CONNECT``) that applies the guard,
+    the host gate and, for the page's own host, its robots.txt (:attr:`allows`)."""
+
+    def __init__(self, guard: NetworkGuard, gate: HostGate, connect_timeout_s: float = 5.0) -> None:
+        self.guard = guard
+        self.gate = gate
+        self.connect_timeout_s = connect_timeout_s
+        self.log = ProxyLog()
+        # Set per page: whether robots.txt allows a plain-HTTP URL (None: not checked).
+        self.allows: Callable[[str], bool] | None = None
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        """Listen on a free loopback port; returns it."""
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def take_log(self) -> ProxyLog:
+        """The log since the last call, and a fresh one for the next page."""
+        log, self.log = self.log, ProxyLog()
+        return log
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            if len(head) > MAX_HEAD_BYTES:
+                raise ValueError("request head too large")
+            await self._handle(head, reader, writer)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ConnectionError, OSError):
+            pass
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _handle(self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, version = lines[0].split(" ", 2)
+        self.log.requests += 1
+        if method.upper() == "CONNECT":
+            host, _, port_text = target.rpartition(":")
+            port = int(port_text)
+            shown = f"https://{target}"
+            origin = f"https://{host.lower()}" if port == 443 else f"https://{target.lower()}"
+            upstream = await self._open(host, port, shown, writer, origin, hold=False)
+            if upstream is None:
+                return
+            up_reader, up_writer = upstream
+            writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            await writer.drain()
+            await _pipe_both(reader, writer, up_reader, up_writer)
+            return
+        parts = urlsplit(target)
+        if parts.scheme != "http" or not parts.hostname:
+            await _answer(writer, 400, "only absolute http:// URLs and CONNECT are proxied")
+            return
+        if self.allows is not None and not self.allows(target):
+            self._refuse(target, "disallowed by robots.txt")
+            await _answer(writer, 403, "disallowed by robots.txt")
+            return
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        headers = [line for line in lines[1:] if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS]
+        request = f"{method} {path} {version}\r\n" + "".join(f"{h}\r\n" for h in headers) + "Connection: close\r\n\r\n"
+        origin = origin_of(target)
+        async with self.gate.turn(origin):
+            upstream = await self._open(parts.hostname, parts.port or 80, target, writer, None)
+            if upstream is None:
+                return
+            up_reader, up_writer = upstream
+            up_writer.write(request.encode("latin-1"))
+            await up_writer.drain()
+            await _pipe_both(reader, writer, up_reader, up_writer)
+
+    async def _open(self, host: str, port: int, shown: str, writer: asyncio.StreamWriter, origin: str | None,
+                    hold: bool = True) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """Resolve ``host``, connect to the first address the guard accepts (within the origin's
+        turn when ``origin`` is given), check the peer; None after answering the browser itself."""
+        host = host.strip("[]")
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as err:
+            await _answer(writer, 502, f"cannot resolve {host}: {err}")
+            return None
+        refusal = None
+        for *_, sockaddr in infos:
+            address = str(sockaddr[0])
+            reason = self.guard.refusal(address)
+            if reason is not None:
+                refusal = f"{address}, {reason}" if host == address else f"{host} resolves to {address}, {reason}"
+                continue
+            try:
+                if origin is not None:
+                    async with self.gate.turn(origin, hold=hold):
+                        connected = await asyncio.wait_for(asyncio.open_connection(address, port),
+                                                           self.connect_timeout_s)
+                else:
+                    connected = await asyncio.wait_for(asyncio.open_connection(address, port), self.connect_timeout_s)
+            except (OSError, TimeoutError):
+                continue
+            peer = str(connected[1].get_extra_info("peername")[0])
+            reason = self.guard.refusal(peer)
+            if reason is not None:
+                connected[1].close()
+                refusal = f"{host} connected to {peer}, {reason}"
+                break
+            return connected
+        if refusal is not None:
+            self._refuse(shown, refusal)
+            await _answer(writer, 403, f"refused by the network guard: {refusal}")
+        else:
+            await _answer(writer, 502, f"cannot connect to {host}:{port}")
+        return None
+
+    def _refuse(self, url: str, reason: str) -> None:
+        self.log.refused.append(f"{url}: {reason}")
+
+
+async def _answer(writer: asyncio.StreamWriter, status: int, reason: str) -> None:
+    body = reason.encode()
+    writer.write(f"HTTP/1.1 {status} {'Forbidden' if status == 403 else 'Bad Gateway'}\r\n"
+                 f"Content-Type: text/plain\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
+                 f"X-Crawl-Refused: {' '.join(reason.split())[:200]}\r\n\r\n".encode("latin-1", "replace") + body)
+    with contextlib.suppress(ConnectionError, OSError):
+        await writer.drain()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            writer.write_eof()
+
+
+async def _pipe_both(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     up_reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter) -> None:
+    """Copy both ways until the upstream side is done (the answer is complete), then close it."""
+    upload = asyncio.ensure_future(_pipe(reader, up_writer))
+    try:
+        await _pipe(up_reader, writer)
+    finally:
+        upload.cancel()
+        with contextlib.suppress(BaseException):
+            await upload
+        up_writer.close()

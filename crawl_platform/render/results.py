@@ -1,0 +1,46 @@
+"""What the fetch step hands the render step, and what the render step hands landing.
+
+:class:`RenderTerms` travel in a :class:`~crawl_platform.pipeline.shard.ShardResult` from the
+fetch step (one per URL of a crawl that renders) to the render step (:mod:`.step`), which gives
+back one :class:`PageRendering` per page it decided on; landing writes those into ``pages``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from crawl_platform.archive.writer import RecordPointer
+
+
+@dataclass(frozen=True)
+class RenderTerms:
+    """How one URL's crawl renders: its mode, screenshots, User-Agent, gap per host and (auto)
+    extraction rules."""
+
+    mode: str  # always | auto
+    user_agent: str
+    host_delay_s: float | None = None  # the crawl's own gap (None: the platform's)
+    screenshots: bool = False
+    extract_rules: str = ""
+
+
+@dataclass
+class RenderContext:
+    """What a shard's render step needs beyond its fetch results: the terms of each URL to
+    consider, the origins known to need rendering, and each origin's robots.txt body."""
+
+    terms: dict[str, RenderTerms] = field(default_factory=dict)
+    hosts_needing: set[str] = field(default_factory=set)
+    robots: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PageRendering:
+    """One page's rendering as ``pages`` records it (``rendered``, ``render_reason``,
+    ``render_error``, ``render_refused``, ``render_warc_*``)."""
+
+    rendered: bool
+    reason: str
+    error: str | None = None
+    refused: tuple[str, ...] = ()
+    pointer: RecordPointer | None = None  # the rendered DOM's WARC record
