@@ -129,6 +129,16 @@ def test_backup_to_and_restore_from_object_storage(s3: S3Server, s3_settings: Se
     assert {r.url: r.body for r in archived_responses(restored, "c1")} == bodies
     assert list(restored.archive_root.rglob("*.warc.gz"))
 
+    # Into a lake whose data path is in another bucket, with the archive beside it there.
+    data = s3.new_bucket()
+    into_bucket = s3.settings(Settings(lake_path=tmp_path / "restored-s3", lake_data_path=f"s3://{data}/lake/"))
+    restore_lake(dest, LakeLocation.from_settings(into_bucket), archive=CrawlStore.from_settings(into_bucket).archive)
+    in_bucket = CrawlStore.from_settings(into_bucket)
+    with in_bucket.read() as con:
+        assert table_fingerprints(con) == manifest.tables
+    assert {r.url: r.body for r in archived_responses(in_bucket, "c1")} == bodies
+    assert [f for f in s3.bucket_files(data) if f.startswith("archive/") and f.endswith(".warc.gz")]
+
     # A backup is refused over a non-empty destination, and nothing there changes.
     from crawl_platform.store.transfer import TransferRefusedError  # noqa: PLC0415
 
