@@ -13,6 +13,7 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, DefaultRunLauncher, QueuedRunCoordinator, RunsFilter
 
 from crawl_platform.store.database import CrawlStore
+from crawl_platform_dagster.launcher import PID_TAG
 from tests.e2e.conftest import Sites, assert_landed_exactly_once, cli
 
 pytestmark = pytest.mark.e2e(seconds=110)
@@ -54,3 +55,4 @@ def test_a_stock_dagster_instance_crawls_every_page_exactly_once(stock_platform)
         runs = instance.get_runs(RunsFilter(job_name="crawl_batch_job"))
         assert runs
         assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}
+        assert [run.run_id for run in runs if PID_TAG in run.tags] == []  # none forked by the platform's launcher
