@@ -36,7 +36,7 @@ class LakeLocation:
 
     catalog: str  # used to connect, never shown: see shown_catalog
     data_path: str
-    object_store: ObjectStore | None = None  # reaches an s3:// data path (None: boto3's and DuckDB's defaults)
+    object_store: ObjectStore | None = None  # reaches s3:// data and archive paths (None: boto3's defaults)
 
     def __repr__(self) -> str:
         return f"LakeLocation({self.shown_catalog!r}, {self.data_path!r})"
@@ -53,8 +53,7 @@ class LakeLocation:
             data = str(Path(data).resolve())
         elif not is_object_url(data):
             raise ValueError(f"CRAWL_LAKE_DATA_PATH {data!r}: a local path or s3://bucket/prefix/")
-        store = ObjectStore.from_settings(settings) if is_object_url(data) else None
-        return cls(catalog, data.rstrip("/") + "/", store)
+        return cls(catalog, data.rstrip("/") + "/", ObjectStore.from_settings(settings))
 
     @property
     def shown_catalog(self) -> str:

@@ -66,3 +66,41 @@ def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platfo
     for run in runs:
         assert run.run_config["execution"]["config"]["broker"] == {"env": "CRAWL_CELERY_BROKER"}
         assert broker_url not in json.dumps(run.run_config)
+
+
+def test_celery_workers_share_no_folder_with_the_lake_archive_and_handoff_in_a_bucket(start_platform, s3_server,
+                                                                                      tmp_path):
+    """The lake's Parquet files, the raw archive and the handoff between a run's steps in object
+    storage (a real S3 server on loopback), the catalog on PostgreSQL: the run process and the
+    Celery worker hand the batch over through the bucket, and no folder of the platform's is shared."""
+    bucket = s3_server.new_bucket()
+    broker_url, backend = BROKERS["redis"]
+    store_settings = s3_server.settings_update()
+    settings, env = start_platform(
+        executor="celery", celery_broker=broker_url, celery_backend=backend, host_delay_ms=0, batch_size=100,
+        lake_on_postgres=True, lake_data_path=f"s3://{bucket}/lake/", handoff_dir=f"s3://{bucket}/handoff/",
+        **{**store_settings, "aws_secret_access_key": store_settings["aws_secret_access_key"].get_secret_value()})
+    log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - closed below
+    worker = subprocess.Popen([*CRAWL_PLATFORM, "worker", "--concurrency", "2"],
+                              env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        time.sleep(5)
+        assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+        with DemoSite(n_pages=30, seed=6).serve() as server:
+            done = cli(env, "crawl", server.base_url + "/", "--crawl-id", "celery-s3", "--wait", "--timeout", "300")
+            assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "worker.log").read_text()[-3000:]
+            store = CrawlStore.from_settings(settings)
+            urls = [r[0] for r in store.query("SELECT url FROM pages")]
+            assert sorted(urls) == sorted(server.site.expected_urls(server.base_url))
+            assert store.query("SELECT count(*) FROM pages WHERE warc_file IS NULL") == [(0,)]
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(60)
+        log.close()
+    files = s3_server.bucket_files(bucket)
+    assert [f for f in files if f.startswith("archive/") and f.endswith(".warc.gz")]
+    assert not [f for f in files if f.startswith("handoff/")]  # removed once each batch landed
+    assert not list(settings.lake_path.parent.rglob("*.pickle"))  # the handoff went through the bucket
+    assert not list(settings.lake_path.parent.rglob("*.parquet"))  # nothing of the lake on this disk
+    assert not list(settings.lake_path.parent.rglob("*.warc.gz"))
+    assert "crawl-test-secret" not in (tmp_path / "worker.log").read_text()

@@ -46,16 +46,18 @@ def rclone_binary() -> str:
 
 
 class S3Server:
-    """``rclone serve s3`` over ``folder`` on 127.0.0.1; a context manager."""
+    """``rclone serve s3`` over ``folder`` on ``host`` (loopback by default, or an address of a
+    test's own network namespace); a context manager."""
 
-    def __init__(self, folder: Path, tls: LoopbackCertificate | None = None) -> None:
+    def __init__(self, folder: Path, tls: LoopbackCertificate | None = None, host: str = "127.0.0.1") -> None:
         self.folder = folder
         self.root = folder / "buckets"
         self.root.mkdir(parents=True, exist_ok=True)
         self.tls = tls
-        self.port = free_port()
+        self.host = host
+        self.port = free_port(host)
         scheme = "https" if tls else "http"
-        self.endpoint_url = f"{scheme}://127.0.0.1:{self.port}"
+        self.endpoint_url = f"{scheme}://{host}:{self.port}"
         self.log_path = folder / "rclone.log"
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -99,7 +101,7 @@ class S3Server:
         return sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
 
     def __enter__(self) -> S3Server:
-        command = [rclone_binary(), "serve", "s3", str(self.root), "--addr", f"127.0.0.1:{self.port}",
+        command = [rclone_binary(), "serve", "s3", str(self.root), "--addr", f"{self.host}:{self.port}",
                    "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}", "--config", str(self.folder / "rclone.conf"),
                    "--log-file", str(self.log_path), "--log-level", "NOTICE"]
         if self.tls:
@@ -112,7 +114,7 @@ class S3Server:
             if self._process.poll() is not None:
                 raise RuntimeError(f"rclone serve s3 exited: {self.log_path.read_text()[-2000:]}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                with socket.create_connection((self.host, self.port), timeout=1):
                     break
             except OSError:
                 if time.monotonic() > deadline:

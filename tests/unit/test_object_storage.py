@@ -129,6 +129,16 @@ def test_backup_to_and_restore_from_object_storage(s3: S3Server, s3_settings: Se
     assert {r.url: r.body for r in archived_responses(restored, "c1")} == bodies
     assert list(restored.archive_root.rglob("*.warc.gz"))
 
+    # Into a lake whose data path is in another bucket, with the archive beside it there.
+    data = s3.new_bucket()
+    into_bucket = s3.settings(Settings(lake_path=tmp_path / "restored-s3", lake_data_path=f"s3://{data}/lake/"))
+    restore_lake(dest, LakeLocation.from_settings(into_bucket), archive=CrawlStore.from_settings(into_bucket).archive)
+    in_bucket = CrawlStore.from_settings(into_bucket)
+    with in_bucket.read() as con:
+        assert table_fingerprints(con) == manifest.tables
+    assert {r.url: r.body for r in archived_responses(in_bucket, "c1")} == bodies
+    assert [f for f in s3.bucket_files(data) if f.startswith("archive/") and f.endswith(".warc.gz")]
+
     # A backup is refused over a non-empty destination, and nothing there changes.
     from crawl_platform.store.transfer import TransferRefusedError  # noqa: PLC0415
 
@@ -176,3 +186,16 @@ def test_maintenance_merges_a_lake_on_object_storage(s3_server: S3Server, store_
     report = maintain_lake(store, timedelta(days=7), reader_grace=timedelta(0))
     assert report.files_merged >= len(before) == 4
     assert store.query("SELECT count(*), sum(i) FROM probe") == [(400, sum(range(400)))]
+
+
+def test_a_local_lake_archives_to_a_bucket(s3_server: S3Server, store_settings: Settings, hostile: object) -> None:
+    """``CRAWL_ARCHIVE_PATH=s3://…`` beside a lake on local disk: the WARC files go to the bucket,
+    reached with the settings' credentials, and read back from there."""
+    bucket = s3_server.new_bucket()
+    settings = s3_server.settings(store_settings).model_copy(update={"archive_path": f"s3://{bucket}/warc/"})
+    store = CrawlStore.from_settings(settings)
+    bodies = archive_site(hostile)  # type: ignore[arg-type]
+    register(store, "c1", *bodies)
+    fetch_and_land(store, "c1", "b1", list(bodies))
+    assert [f for f in s3_server.bucket_files(bucket) if f.startswith("warc/") and f.endswith(".warc.gz")]
+    assert {r.url: r.body for r in archived_responses(store, "c1")} == bodies

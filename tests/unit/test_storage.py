@@ -8,6 +8,7 @@ caller sees (a missing file, a refusing store, a certificate nobody vouches for)
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pydantic
@@ -88,6 +89,9 @@ def test_listing_and_deleting(folder: Folder) -> None:
     child = folder.child("run-1")
     assert child.get_bytes("sub/b.pickle") == b"run-1/sub/b.pickle"
     assert sorted(child.list()) == ["a.pickle", "sub/b.pickle"]
+    modified = dict(folder.entries("run-2/"))
+    assert list(modified) == ["run-2/c.pickle"]
+    assert abs(modified["run-2/c.pickle"] - time.time()) < 120  # when it was written
     folder.delete_tree("run-1")
     assert sorted(folder.list()) == ["run-2/c.pickle", "top.json"]
     folder.delete("top.json")
