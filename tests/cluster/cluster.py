@@ -1,12 +1,12 @@
 """The deployment of `deploy/hosts.toml` brought up on namespace hosts, plus a host serving the sites.
 
 :func:`start_cluster` makes the network, runs every host's steps in the file's order (the control
-host first, then the workers), starts the site host, and yields a :class:`Cluster` that runs
+host first, then the workers) and yields a :class:`Cluster` that starts site hosts and runs
 commands on any host with that host's environment. Each host gets the file's environment with its
-own folder filled in and nothing else but ``PATH`` (this checkout's virtualenv first, as an
-installed platform would be): no path of one host appears in another's environment, which
-:meth:`Cluster.assert_private` checks. The hosts share no folder: what one host writes for another
-goes through the control host's servers.
+own folder filled in, plus ``PATH`` (this checkout's virtualenv first, as an installed platform
+would be), ``LANG`` and ``HOME`` (its folder): no path of one host appears in another's
+environment, which :meth:`Cluster.assert_private` checks. The hosts share no folder: what one host
+writes for another goes through the control host's servers.
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ class Cluster:
         return self.network.hosts[name]
 
     def env(self, host: Host) -> dict[str, str]:
-        plan = self.deployment.host(host.name)
-        values = host_values(self.deployment, plan, str(host.home), str(REPO))
+        values = self.values(host)
         path = f"{Path(sys.executable).parent}{os.pathsep}/usr/sbin{os.pathsep}/usr/bin{os.pathsep}/bin"
         return {**host_env(self.deployment, values), **self.extra_env, "PATH": path, "LANG": "C.UTF-8",
                 "HOME": str(host.home)}

@@ -18,7 +18,7 @@ import pytest
 from tests.cluster.cluster import Cluster, start_cluster
 
 pytestmark = [
-    pytest.mark.e2e(seconds=760),
+    pytest.mark.e2e(seconds=1050),
     pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
                        reason="builds hosts as network namespaces: needs root and iproute2's ip"),
 ]
