@@ -39,6 +39,6 @@ class RenderSettings(BaseSettings):
     )
     render_max_memory_mb: int = Field(
         1024, ge=64, validation_alias=AliasChoices("CRAWL_RENDER_MAX_MEMORY_MB", "render_max_memory_mb"),
-        description="Memory (resident, all of its processes) a browser may hold after a page; above it the "
-        "browser is replaced. Each page's JavaScript heap is also capped at half of it.",
+        description="Memory a browser may hold after a page (resident and not shared, over all of its "
+        "processes); above it the browser is replaced. Each page's JavaScript heap is also capped at half of it.",
     )

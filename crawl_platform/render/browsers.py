@@ -196,7 +196,7 @@ class _Slot:
         self.proxy.allows = None
         self.pages += 1
         if crashed or error is not None or self.pages >= self.pool.pages_per_browser \
-                or _tree_rss_mb(self.process) > self.pool.max_memory_mb:
+                or _tree_memory_mb(self.process) > self.pool.max_memory_mb:
             await self.shut()  # a page that failed may have left the browser hung: the next gets a fresh one
         return Rendered(job.url, html, error, tuple(log.refused), shot, time.monotonic() - clock, log.requests)
 
@@ -215,6 +215,8 @@ class _Slot:
             # While this page settles, the next one's context and page are made.
             self._spare = (job.user_agent, asyncio.ensure_future(self._new_page(job.user_agent)))
             await page.wait_for_load_state("networkidle")
+            if page.url != job.final_url:  # a script took the page elsewhere: that is not this page's DOM
+                raise RuntimeError(f"the page navigated away to {page.url[:200]}")
             html = await page.content()
             shot = await page.screenshot(type="png") if job.screenshot else None
             return html, shot
@@ -339,21 +341,25 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _tree_rss_mb(process: subprocess.Popen[bytes] | None) -> float:
-    """Resident memory of a browser and every process in its session, in MiB (0 when it is gone)."""
+def _tree_memory_mb(process: subprocess.Popen[bytes] | None) -> float:
+    """Memory of a browser and all its descendants, in MiB (0 when it is gone): each process's
+    resident pages less those it shares (with the others: the browser's code and shared memory,
+    which a sum of RSS would count once per process). Walks the kernel's list of each process's
+    children rather than every process of the machine."""
     if process is None or process.poll() is not None:
         return 0.0
-    total = 0
-    page = os.sysconf("SC_PAGE_SIZE")
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    total, page = 0, os.sysconf("SC_PAGE_SIZE")
+    stack, seen = [process.pid], set()
+    while stack and len(seen) < 10_000:
+        pid = stack.pop()
+        if pid in seen:
             continue
+        seen.add(pid)
         try:
-            stat = Path(entry.path, "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[3]) != process.pid:  # the session id (the browser leads its own session)
-                continue
-            total += int(Path(entry.path, "statm").read_text().split()[1]) * page
+            fields = Path(f"/proc/{pid}/statm").read_text().split()
+            total += (int(fields[1]) - int(fields[2])) * page
+            for task in os.scandir(f"/proc/{pid}/task"):
+                stack += [int(c) for c in Path(task.path, "children").read_text().split()]
         except (OSError, ValueError, IndexError):
             continue
     return total / (1024 * 1024)

@@ -184,7 +184,8 @@ class ShardRenderer:
             result, terms = shard.results[url], context.terms[url]
             jobs.append(RenderJob(url, result.final_url, result.status or 200, _headers(result), result.body,
                                   terms.user_agent, terms.screenshots,
-                                  _robots_check(context.robots.get(origin_of(result.final_url)), terms.user_agent)))
+                                  _robots_check(context.robots.get(origin_of(result.final_url)), terms.user_agent,
+                                                origin_of(result.final_url))))
         return _interleaved(jobs)
 
     def _pool_for(self) -> BrowserPool:
@@ -229,11 +230,12 @@ def _headers(result: FetchResult) -> tuple[tuple[str, str], ...]:
     return (("Content-Type", result.content_type or "text/html"),)
 
 
-def _robots_check(body: str | None, user_agent: str) -> Callable[[str], bool] | None:
+def _robots_check(body: str | None, user_agent: str, origin: str) -> Callable[[str], bool] | None:
+    """Whether the page's host's robots.txt allows a URL of that host (other hosts' URLs: yes)."""
     if body is None:
         return None
     rules, token = RobotsRules(body), robots_token(user_agent)
-    return lambda url: rules.allows(url, token)
+    return lambda url: origin_of(url) != origin or rules.allows(url, token)
 
 
 def _interleaved(jobs: list[RenderJob]) -> list[RenderJob]:
