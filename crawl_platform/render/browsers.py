@@ -349,7 +349,7 @@ def _tree_memory_mb(process: subprocess.Popen[bytes] | None) -> float:
     if process is None or process.poll() is not None:
         return 0.0
     total, page = 0, os.sysconf("SC_PAGE_SIZE")
-    stack, seen = [process.pid], set()
+    stack, seen = [process.pid], set[int]()
     while stack and len(seen) < 10_000:
         pid = stack.pop()
         if pid in seen:
