@@ -9,7 +9,8 @@ batch. A batch run fans out:
 
 ``fetch_shard`` steps run in parallel on a distributed executor. ``render_shard`` gets a shard
 only when one of its crawls renders (:mod:`crawl_platform.render`), renders the pages that need
-it and hands ``land_batch`` only what rendering changed, which landing applies to the shard; on Celery it runs on a queue of its own (``<CRAWL_CELERY_QUEUE>-render``), so workers
+it and hands ``land_batch`` only what rendering changed, which landing applies to the shard; on
+Celery it runs on a queue of its own (``<CRAWL_CELERY_QUEUE>-render``), so workers
 started for it (``crawl-platform worker --queues render``) keep browsers off the fetch workers.
 ``land_batch`` and ``frontier``
 are the only steps that write the lake, and they run in the ``crawl_duckdb_writer`` concurrency
