@@ -34,7 +34,8 @@ class RenderSettings(BaseSettings):
     )
     render_timeout_s: float = Field(
         20.0, gt=0, validation_alias=AliasChoices("CRAWL_RENDER_TIMEOUT_S", "render_timeout_s"),
-        description="Seconds one page may take to load and settle (no request in flight for half a second). "
+        description="Seconds one page may take to load and settle (no request in flight for half a second, "
+        "then its main thread idle). "
         "A page over it fails with its reason, and its browser is replaced.",
     )
     render_max_memory_mb: int = Field(
