@@ -7,9 +7,10 @@ batch. A batch run fans out:
     plan_batch ──> fetch_shard ──> render_shard (N of each, whole hosts each) ──> land_batch
                ──> pages/documents/links ──> frontier
 
-``fetch_shard`` steps run in parallel on a distributed executor. ``render_shard`` renders the
-shard's pages of crawls that render (:mod:`crawl_platform.render`) and passes every other shard
-through; on Celery it runs on a queue of its own (``<CRAWL_CELERY_QUEUE>-render``), so workers
+``fetch_shard`` steps run in parallel on a distributed executor. ``render_shard`` gets a shard
+only when one of its crawls renders (:mod:`crawl_platform.render`), renders the pages that need
+it and hands ``land_batch`` only what rendering changed, which landing applies to the shard; on
+Celery it runs on a queue of its own (``<CRAWL_CELERY_QUEUE>-render``), so workers
 started for it (``crawl-platform worker --queues render``) keep browsers off the fetch workers.
 ``land_batch`` and ``frontier``
 are the only steps that write the lake, and they run in the ``crawl_duckdb_writer`` concurrency
@@ -57,6 +58,7 @@ from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.pipeline.batch import BatchReport, HandoffLostError, PreparedBatch, expand_batch
 from crawl_platform.pipeline.continuation import ContinuedBatch, continue_batches
 from crawl_platform.pipeline.shard import ShardResult
+from crawl_platform.render.results import ShardRendering
 from crawl_platform.store.hosts import HostRecord
 from crawl_platform_dagster.instance import DUCKDB_WRITER_POOL, render_step_tags
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
@@ -119,14 +121,17 @@ def plan_batch(context: OpExecutionContext, config: BatchConfig,
 
 
 @op(
-    out=Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
+    out={"shard": Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
+         "to_render": Out(io_manager_key=HANDOFF_IO_MANAGER_KEY)},
     retry_policy=batch_retry,
     description="Fetch and parse one shard of whole hosts (politeness per host holds inside it).",
 )
 def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
-                shard: Shard | None) -> ShardResult | None:
+                shard: Shard | None) -> Iterator[Output[ShardResult | None]]:
     if shard is None:  # the handoff is gone because the batch already landed (see land_batch)
-        return None
+        yield Output(None, "shard")
+        yield Output(None, "to_render")
+        return
     requests, hosts, budget = shard
     fetcher = crawl.shard_fetcher(shared_workers=_steps_share_the_process(context), pages=len(requests))
     try:
@@ -137,42 +142,46 @@ def fetch_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
         context.log.warning(fetcher.fallback)
     context.log.info(f"shard of {len(requests)} URLs: fetch {result.seconds['fetch']:.2f} s, "
                      f"parse {result.seconds['parse']:.2f} s (the wait for the parse workers, if any)")
-    return result
+    yield Output(result, "shard")
+    # The render step gets the shard only when one of its crawls renders: otherwise a None, so a
+    # plain crawl's render step loads and writes no page again.
+    yield Output(result if result.render is not None else None, "to_render")
 
 
 @op(
     out=Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
     retry_policy=batch_retry,
     tags=render_step_tags(),
-    description="Render the shard's pages that need a browser (crawls with --render); others pass through.",
+    description="Render the shard's pages that need a browser (crawls with --render); nothing for others.",
 )
 def render_shard(context: OpExecutionContext, crawl: CrawlSettingsResource,
-                 shard: ShardResult | None) -> ShardResult | None:
+                 shard: ShardResult | None) -> ShardRendering | None:
     if shard is None or shard.render is None:  # nothing of it renders: no browser, no Playwright
-        return shard
+        return None
     renderer = crawl.shard_renderer()
     try:
-        result = renderer.render(shard, context.partition_key, context.get_mapping_key() or "s0")
+        result = renderer.render_pages(shard, context.partition_key, context.get_mapping_key() or "s0")
     finally:
         renderer.close()
-    rendered = sum(1 for r in result.rendering.values() if r.rendered)
-    failed = sum(1 for r in result.rendering.values() if r.error)
-    context.log.info(f"shard: {rendered} pages rendered, {failed} failed, of {len(result.rendering)} considered, "
-                     f"in {result.seconds.get('render', 0.0):.2f} s")
+    if result is not None:
+        rendered = sum(1 for r in result.rendering.values() if r.rendered)
+        failed = sum(1 for r in result.rendering.values() if r.error)
+        context.log.info(f"shard: {rendered} pages rendered, {failed} failed, of {len(result.rendering)} considered, "
+                         f"in {result.seconds:.2f} s")
     return result
 
 
 @op(
-    ins={"prepared": In(), "shards": In()},
+    ins={"prepared": In(), "shards": In(), "renderings": In()},
     out={"pages": Out(Nothing), "documents": Out(Nothing), "links": Out(Nothing)},
     pool=DUCKDB_WRITER_POOL,
     retry_policy=batch_retry,
     description="Land the batch in one lake transaction, one snapshot (pool crawl_duckdb_writer).",
 )
 def land_batch(context: OpExecutionContext, crawl: CrawlSettingsResource, prepared: PreparedBatch | None,
-               shards: list[ShardResult | None]) -> Iterator[Output[None]]:
+               shards: list[ShardResult | None], renderings: list[ShardRendering | None]) -> Iterator[Output[None]]:
     try:
-        outcome = crawl.batch_lander().land_or_resume(context.partition_key, prepared, shards)
+        outcome = crawl.batch_lander().land_or_resume(context.partition_key, prepared, shards, renderings)
     except HandoffLostError as err:
         raise Failure(str(err)) from None
     if outcome.report is None:
@@ -233,7 +242,8 @@ def _pages_metadata(report: BatchReport, shards: int) -> dict[str, int | float |
 def crawl_batch(crawls: None) -> dict[str, object]:
     """Fetch and parse one frontier batch in host shards, then land it in one DuckDB transaction."""
     prepared, shards = plan_batch(crawls)
-    pages, documents, links = land_batch(prepared, shards.map(fetch_shard).map(render_shard).collect())
+    fetched, to_render = shards.map(fetch_shard)
+    pages, documents, links = land_batch(prepared, fetched.collect(), to_render.map(render_shard).collect())
     return {"pages": pages, "documents": documents, "links": links}
 
 

@@ -1,7 +1,7 @@
 """Reads stored responses back from the raw archive, never from the network.
 
 The fetch steps write every response as a gzip WARC record (:mod:`crawl_platform.archive.writer`)
-and ``pages`` keeps each version's ``warc_file`` (relative to :func:`archive_root`),
+and ``pages`` keeps each version's ``warc_file`` (relative to the archive folder),
 ``warc_offset`` and ``warc_length``: one gzip member, readable alone. The archive is a
 :class:`~crawl_platform.storage.Folder`, local or in object storage. :func:`read_response` reads
 one record (one ranged read of an object); :func:`archived_responses` streams a crawl's stored

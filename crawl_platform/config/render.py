@@ -34,11 +34,12 @@ class RenderSettings(BaseSettings):
     )
     render_timeout_s: float = Field(
         20.0, gt=0, validation_alias=AliasChoices("CRAWL_RENDER_TIMEOUT_S", "render_timeout_s"),
-        description="Seconds one page may take to load and settle (no request in flight for half a second). "
+        description="Seconds one page may take to load and settle (no request in flight for half a second, "
+        "then its main thread idle). "
         "A page over it fails with its reason, and its browser is replaced.",
     )
     render_max_memory_mb: int = Field(
         1024, ge=64, validation_alias=AliasChoices("CRAWL_RENDER_MAX_MEMORY_MB", "render_max_memory_mb"),
-        description="Memory (resident, all of its processes) a browser may hold after a page; above it the "
-        "browser is replaced. Each page's JavaScript heap is also capped at half of it.",
+        description="Memory a browser may hold after a page (resident and not shared, over all of its "
+        "processes); above it the browser is replaced. Each page's JavaScript heap is also capped at half of it.",
     )

@@ -35,7 +35,7 @@ from crawl_platform.parse.pool import ParseWorkers
 from crawl_platform.pipeline.landing import LandedBatch, land_batch
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
-from crawl_platform.render.results import PageRendering
+from crawl_platform.render.results import PageRendering, ShardRendering
 from crawl_platform.render.step import ShardRenderer
 from crawl_platform.states import CrawlState
 from crawl_platform.store import crawls
@@ -278,10 +278,13 @@ class BatchLander:
         return report
 
     def land_or_resume(self, batch_id: str, prepared: PreparedBatch | None,
-                       shards: Sequence[ShardResult | None]) -> LandingOutcome:
+                       shards: Sequence[ShardResult | None],
+                       renderings: Sequence[ShardRendering | None] = ()) -> LandingOutcome:
         """Land the batch, unless this is a retry whose inputs are gone (``None``): the handoff is
         removed only after the batch landed, so then the batch landed already if its items are
-        recorded; if they are not, raises :class:`HandoffLostError`. A lost batch lands nothing."""
+        recorded; if they are not, raises :class:`HandoffLostError`. A lost batch lands nothing.
+        ``renderings`` are the render steps' (None: a shard with nothing to render), applied to the
+        shards before landing: they are keyed by URL and origin, so their order does not matter."""
         if prepared is None or any(shard is None for shard in shards):
             if not self.batch_landed(batch_id):
                 raise HandoffLostError(f"the handoff of batch {batch_id} is gone and it never landed: "
@@ -289,7 +292,15 @@ class BatchLander:
             return LandingOutcome(None, already_landed=True)
         if prepared.lost:
             return LandingOutcome(None, lost=prepared.lost)
-        return LandingOutcome(self.land(prepared, [s for s in shards if s is not None]))
+        landed = [s for s in shards if s is not None]
+        for rendered in renderings:
+            # To the shard its pages came from: a shard holds whole hosts, and so their hosts rows.
+            if rendered is None:
+                continue
+            at = next((i for i, shard in enumerate(landed) if rendered.rendering.keys() & shard.results.keys()), None)
+            if at is not None:
+                landed[at] = landed[at].with_rendering(rendered)
+        return LandingOutcome(self.land(prepared, landed))
 
 
 class UnconfirmedURLsError(RuntimeError):

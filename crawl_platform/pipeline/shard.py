@@ -16,7 +16,7 @@ from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
-from crawl_platform.render.results import PageRendering, RenderContext, RenderTerms
+from crawl_platform.render.results import PageRendering, RenderContext, RenderTerms, ShardRendering
 from crawl_platform.storage import Folder
 from crawl_platform.store.hosts import HostRecord
 
@@ -40,6 +40,16 @@ class ShardResult:
     # work); after it, each page it decided on (crawl_platform.render).
     render: RenderContext | None = None
     rendering: dict[str, PageRendering] = field(default_factory=dict)
+
+    def with_rendering(self, rendered: ShardRendering) -> ShardResult:
+        """This shard with what its render step gave: the rendered pages' parses in place of the
+        HTTP bodies', their renderings, and the hosts that need rendering marked."""
+        marked = rendered.hosts_needing
+        hosts = [replace(h, render_needed=True) if h.origin in marked else h for h in self.hosts]
+        hosts += [HostRecord(origin, render_needed=True) for origin in sorted(marked - {h.origin for h in hosts})]
+        return replace(self, parsed={**self.parsed, **rendered.parsed}, hosts=hosts,
+                       seconds={**self.seconds, "render": self.seconds.get("render", 0.0) + rendered.seconds},
+                       rendering={**self.rendering, **rendered.rendering})
 
 
 class ShardFetcher:

@@ -10,7 +10,7 @@ as its only way out; all of them share one :class:`~.guard_proxy.HostGate`.
 A page is loaded from its archived HTTP response (the navigation is answered from it, so the server
 sees no second request for the page), in a fresh browser context with service workers blocked,
 downloads refused, no permissions granted and pop-ups closed; it is done when it has loaded and
-no request was in flight for half a second (Playwright's ``networkidle``), and its DOM is then
+no request was in flight for half a second after that and its main thread is idle, and its DOM is then
 serialised. A page over ``timeout_s``, or whose browser crashed, fails alone: its browser is
 killed and the next page gets a fresh one. A browser is also replaced after ``pages_per_browser``
 pages, or when its processes hold more than ``max_memory_mb``.
@@ -40,6 +40,9 @@ from crawl_platform.render.guard_proxy import GuardProxy, HostGate
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"})
 _PR_SET_PDEATHSIG = 1
 LAUNCH_TIMEOUT_S = 20.0
+QUIET_S = 0.5  # a page has settled when no request of it was in flight for this long after its load
+# Resolves once the page's main thread is idle (at most a second later).
+_MAIN_THREAD_IDLE = "() => new Promise(done => requestIdleCallback(() => done(null), {timeout: 1000}))"
 CLOSE_TIMEOUT_S = 3.0
 
 
@@ -196,7 +199,7 @@ class _Slot:
         self.proxy.allows = None
         self.pages += 1
         if crashed or error is not None or self.pages >= self.pool.pages_per_browser \
-                or _tree_rss_mb(self.process) > self.pool.max_memory_mb:
+                or _tree_memory_mb(self.process) > self.pool.max_memory_mb:
             await self.shut()  # a page that failed may have left the browser hung: the next gets a fresh one
         return Rendered(job.url, html, error, tuple(log.refused), shot, time.monotonic() - clock, log.requests)
 
@@ -211,10 +214,15 @@ class _Slot:
             # A pattern, not a function: the driver matches it, so the page's other requests are not
             # handed to Python one by one.
             await page.route(re.compile("^" + re.escape(job.final_url) + "$"), answer)
+            quiet = _Quiet(page)
             await page.goto(job.final_url, wait_until="load")
             # While this page settles, the next one's context and page are made.
             self._spare = (job.user_agent, asyncio.ensure_future(self._new_page(job.user_agent)))
-            await page.wait_for_load_state("networkidle")
+            await quiet.settled()
+            # And the page's own work after its last response (the callbacks that build the DOM).
+            await page.evaluate(_MAIN_THREAD_IDLE)
+            if page.url != job.final_url:  # a script took the page elsewhere: that is not this page's DOM
+                raise RuntimeError(f"the page navigated away to {page.url[:200]}")
             html = await page.content()
             shot = await page.screenshot(type="png") if job.screenshot else None
             return html, shot
@@ -317,6 +325,32 @@ class _Slot:
 _CLOSING: set[asyncio.Future[Any]] = set()  # pop-ups being closed (a reference each until done)
 
 
+class _Quiet:
+    """Counts a page's requests in flight, to wait until none was for :data:`QUIET_S` after its
+    load. Playwright's ``networkidle`` may have fired before the load (a gap between two requests
+    while the page's scripts were slow to run), and would then not wait for the requests after."""
+
+    def __init__(self, page: Any) -> None:
+        self.in_flight = 0
+        self.last = time.monotonic()
+        page.on("request", self._started)
+        page.on("requestfinished", self._ended)
+        page.on("requestfailed", self._ended)
+
+    def _started(self, _request: Any) -> None:
+        self.in_flight += 1
+        self.last = time.monotonic()
+
+    def _ended(self, _request: Any) -> None:
+        self.in_flight -= 1
+        self.last = time.monotonic()
+
+    async def settled(self) -> None:
+        self.last = max(self.last, time.monotonic())
+        while self.in_flight > 0 or time.monotonic() - self.last < QUIET_S:
+            await asyncio.sleep(0.05)
+
+
 async def _discard(making: asyncio.Future[tuple[Any, Any]]) -> None:
     """Close a spare context (or stop making it)."""
     if not making.done():
@@ -339,21 +373,25 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _tree_rss_mb(process: subprocess.Popen[bytes] | None) -> float:
-    """Resident memory of a browser and every process in its session, in MiB (0 when it is gone)."""
+def _tree_memory_mb(process: subprocess.Popen[bytes] | None) -> float:
+    """Memory of a browser and all its descendants, in MiB (0 when it is gone): each process's
+    resident pages less those it shares (with the others: the browser's code and shared memory,
+    which a sum of RSS would count once per process). Walks the kernel's list of each process's
+    children rather than every process of the machine."""
     if process is None or process.poll() is not None:
         return 0.0
-    total = 0
-    page = os.sysconf("SC_PAGE_SIZE")
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    total, page = 0, os.sysconf("SC_PAGE_SIZE")
+    stack, seen = [process.pid], set[int]()
+    while stack and len(seen) < 10_000:
+        pid = stack.pop()
+        if pid in seen:
             continue
+        seen.add(pid)
         try:
-            stat = Path(entry.path, "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[3]) != process.pid:  # the session id (the browser leads its own session)
-                continue
-            total += int(Path(entry.path, "statm").read_text().split()[1]) * page
+            fields = Path(f"/proc/{pid}/statm").read_text().split()
+            total += (int(fields[1]) - int(fields[2])) * page
+            for task in os.scandir(f"/proc/{pid}/task"):
+                stack += [int(c) for c in Path(task.path, "children").read_text().split()]
         except (OSError, ValueError, IndexError):
             continue
     return total / (1024 * 1024)

@@ -2,7 +2,8 @@
 
 :class:`RenderTerms` travel in a :class:`~crawl_platform.pipeline.shard.ShardResult` from the
 fetch step (one per URL of a crawl that renders) to the render step (:mod:`.step`), which gives
-back one :class:`PageRendering` per page it decided on; landing writes those into ``pages``.
+back a :class:`ShardRendering`: one :class:`PageRendering` per page it decided on, and the parses
+of the rendered pages; landing applies it to the shard and writes the renderings into ``pages``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from crawl_platform.archive.writer import RecordPointer
+from crawl_platform.parse.html import ParsedPage
 
 
 @dataclass(frozen=True)
@@ -44,3 +46,15 @@ class PageRendering:
     error: str | None = None
     refused: tuple[str, ...] = ()
     pointer: RecordPointer | None = None  # the rendered DOM's WARC record
+
+
+@dataclass
+class ShardRendering:
+    """What a render step gives for one shard, applied to the fetch step's shard by landing: the
+    parses of the rendered DOMs (replacing the HTTP bodies'), each page's :class:`PageRendering`,
+    the origins found to need rendering, and the seconds it took. Small: no body travels twice."""
+
+    parsed: dict[str, ParsedPage] = field(default_factory=dict)
+    rendering: dict[str, PageRendering] = field(default_factory=dict)
+    hosts_needing: set[str] = field(default_factory=set)
+    seconds: float = 0.0

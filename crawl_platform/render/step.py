@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -31,13 +30,12 @@ from crawl_platform.fetch.results import FetchResult
 from crawl_platform.fetch.robots import robots_token
 from crawl_platform.fetch.robots_rules import RobotsRules
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
-from crawl_platform.parse.html import DEFAULT_ENGINE, ParserEngine
+from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import Page, parse_pages
 from crawl_platform.render import find_browser, rendering_problem
 from crawl_platform.render.decision import RenderDecision, decide
-from crawl_platform.render.results import PageRendering, RenderContext
+from crawl_platform.render.results import PageRendering, RenderContext, ShardRendering
 from crawl_platform.storage import Folder
-from crawl_platform.store.hosts import HostRecord
 
 if TYPE_CHECKING:
     from crawl_platform.extract.engine import Extractor
@@ -83,9 +81,15 @@ class ShardRenderer:
 
     def render(self, shard: ShardResult, batch_id: str = "", name: str = "s0") -> ShardResult:
         """The shard with its pages that need it rendered (untouched when none of its crawls render)."""
+        rendered = self.render_pages(shard, batch_id, name)
+        return shard if rendered is None else shard.with_rendering(rendered)
+
+    def render_pages(self, shard: ShardResult, batch_id: str = "", name: str = "s0") -> ShardRendering | None:
+        """What rendering the shard's pages gives (None when none of its crawls render): what a
+        render step hands landing, which applies it to the fetch step's shard."""
         context = shard.render
         if context is None or not context.terms:
-            return shard
+            return None
         clock = time.perf_counter()
         decisions = self._decide(shard, context)
         wanted = [url for url, d in decisions.items() if d.render]
@@ -94,7 +98,6 @@ class ShardRenderer:
         outcomes: dict[str, Rendered] = {}
         if wanted and problem is None:
             outcomes = self._pool_for().render_all(self._jobs(shard, context, wanted))
-        parsed = dict(shard.parsed)
         rendering: dict[str, PageRendering] = {}
         doms: dict[str, Rendered] = {}
         for url, decision in decisions.items():
@@ -106,6 +109,7 @@ class ShardRenderer:
                                                outcome.refused if outcome else ())
             else:
                 doms[url] = outcome
+        parsed: dict[str, ParsedPage] = {}
         if doms:
             pages: list[Page] = [(url, d.html.encode(), shard.results[url].final_url, "text/html; charset=utf-8")
                                  for url, d in doms.items() if d.html is not None]
@@ -114,10 +118,7 @@ class ShardRenderer:
         for url, outcome in doms.items():
             rendering[url] = PageRendering(True, decisions[url].reason, None, outcome.refused, pointers.get(url))
         marked = {origin_of(url) for url, d in decisions.items() if d.marks_host and url in doms}
-        hosts = [replace(h, render_needed=True) if h.origin in marked else h for h in shard.hosts]
-        hosts += [HostRecord(origin, render_needed=True) for origin in sorted(marked - {h.origin for h in hosts})]
-        seconds = {**shard.seconds, "render": time.perf_counter() - clock}
-        return replace(shard, parsed=parsed, hosts=hosts, seconds=seconds, rendering=rendering)
+        return ShardRendering(parsed, rendering, marked, time.perf_counter() - clock)
 
     def pids(self) -> list[int]:
         """The browsers' process ids (none before the first page to render)."""
@@ -184,7 +185,8 @@ class ShardRenderer:
             result, terms = shard.results[url], context.terms[url]
             jobs.append(RenderJob(url, result.final_url, result.status or 200, _headers(result), result.body,
                                   terms.user_agent, terms.screenshots,
-                                  _robots_check(context.robots.get(origin_of(result.final_url)), terms.user_agent)))
+                                  _robots_check(context.robots.get(origin_of(result.final_url)), terms.user_agent,
+                                                origin_of(result.final_url))))
         return _interleaved(jobs)
 
     def _pool_for(self) -> BrowserPool:
@@ -229,11 +231,12 @@ def _headers(result: FetchResult) -> tuple[tuple[str, str], ...]:
     return (("Content-Type", result.content_type or "text/html"),)
 
 
-def _robots_check(body: str | None, user_agent: str) -> Callable[[str], bool] | None:
+def _robots_check(body: str | None, user_agent: str, origin: str) -> Callable[[str], bool] | None:
+    """Whether the page's host's robots.txt allows a URL of that host (other hosts' URLs: yes)."""
     if body is None:
         return None
     rules, token = RobotsRules(body), robots_token(user_agent)
-    return lambda url: rules.allows(url, token)
+    return lambda url: origin_of(url) != origin or rules.allows(url, token)
 
 
 def _interleaved(jobs: list[RenderJob]) -> list[RenderJob]:

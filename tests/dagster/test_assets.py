@@ -150,13 +150,13 @@ def test_a_retry_whose_handoff_is_gone_skips_a_landed_batch_and_fails_an_unlande
     assert result.success
     rows = store.query("SELECT count(*) FROM pages")[0][0]
     with build_op_context(partition_key=key, resources={"crawl": CrawlSettingsResource()}) as context:
-        outputs = list(land_batch(context, prepared=None, shards=[None]))
+        outputs = list(land_batch(context, prepared=None, shards=[None], renderings=[None]))
     assert [o.output_name for o in outputs] == ["pages", "documents", "links"]
     assert all(o.metadata["already_landed"].value is True for o in outputs)
     assert store.query("SELECT count(*) FROM pages")[0][0] == rows
     with build_op_context(partition_key="e9.p0-0-5", resources={"crawl": CrawlSettingsResource()}) as context, \
             pytest.raises(Failure, match="never landed"):
-        list(land_batch(context, prepared=None, shards=[None]))
+        list(land_batch(context, prepared=None, shards=[None], renderings=[None]))
 
 
 def test_a_batch_run_goes_on_to_the_next_batches_each_materialised_as_its_own_partition(crawl_env, bus, store, site,

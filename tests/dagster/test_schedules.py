@@ -29,7 +29,7 @@ def test_recrawl_schedule_submits_each_crawl_family_once_per_day(crawl_env, stor
                                         "allow": [r"^http://127\.0\.0\.1:9/"], "deny": [r"/cart"],
                                         "max_pages_per_host": 5, "user_agent": "shop-bot/1", "use_sitemaps": True,
                                         "host_delay_ms": 0, "host_concurrency": 0, "priority": 0,
-                                        "extract_rules": ""}
+                                        "extract_rules": "", "render": "never", "screenshots": False}
     assert configs["blog@20261130"]["scope"] == "domain"
 
     frontier.register(dataclasses.replace(shop, crawl_id="shop@20261130"))  # today's pass, as submitted

@@ -7,7 +7,8 @@ HTTP, no page has a link or a product. ``SpaSite(products=N)`` has ``/`` and ``/
 
 With ``traps=True`` three more pages are linked from ``/``: ``/trap/private``, whose script asks for
 the cloud metadata address, for the ``secret`` server on 127.0.0.2 (a loopback address a test
-guard does not allow) and for ``/go-private``, a redirect to that server; ``/trap/spin``, whose
+guard does not allow), for ``/go-private``, a redirect to that server, and for
+``/private-api/orders``, which robots.txt disallows; ``/trap/spin``, whose
 script polls for ever (the network never settles); and ``/trap/busy``, whose script never returns.
 Every request is recorded as a ``Seen`` (the secret server's too, so a test sees it was never reached).
 """
@@ -39,7 +40,8 @@ fetch('/api/page?path=' + encodeURIComponent(location.pathname))
 """
 
 PRIVATE_JS = """
-for (const url of ['http://169.254.169.254/latest/meta-data/', '{secret}/from-script', '/go-private'])
+for (const url of ['http://169.254.169.254/latest/meta-data/', '{secret}/from-script', '/go-private',
+                   '/private-api/orders'])
   fetch(url).catch(() => null);
 """
 SPIN_JS = "setInterval(() => fetch('/api/poll?' + Date.now()).catch(() => null), 150);"

@@ -159,7 +159,7 @@ def test_auto_leaves_a_page_with_its_content_alone(settings, bus, store, site):
 
 
 def test_the_guard_refuses_what_a_rendered_page_asks_for_and_the_crawl_goes_on(settings, bus, store, traps):
-    _crawl(settings, bus, store, traps, "traps", "always", renderer=_renderer(store, timeout_s=8.0))
+    _crawl(settings, bus, store, traps, "traps", "always", renderer=_renderer(store, timeout_s=12.0))
 
     pages = _pages(store, "traps")
     assert sorted(pages) == sorted(traps.pages)  # every page landed, the traps' too
@@ -170,13 +170,15 @@ def test_the_guard_refuses_what_a_rendered_page_asks_for_and_the_crawl_goes_on(s
         "http://169.254.169.254/latest/meta-data/: 169.254.169.254, a link-local address",
         f"{secret}/from-script: 127.0.0.2, a loopback address",
         f"{secret}/redirected: 127.0.0.2, a loopback address",  # where /go-private redirected to
+        f"{traps.base_url}/private-api/orders: disallowed by robots.txt",
     ])
     assert traps.secret.requests == []
     assert traps.request_count("/go-private") == 1
+    assert traps.request_count("/private-api/orders") == 0
     # A page whose network never settles, and one whose script never returns: each fails alone.
     for trap in ("/trap/spin", "/trap/busy"):
         rendered, _reason, error, _refused = pages[traps.base_url + trap]
-        assert (rendered, error) == (False, "the page did not settle within 8 s"), trap
+        assert (rendered, error) == (False, "the page did not settle within 12 s"), trap
     assert all(pages[url][0] for url in traps.pages if "/trap/spin" not in url and "/trap/busy" not in url)
 
 

@@ -121,3 +121,13 @@ def test_a_celery_workers_config_file_names_the_broker_variables_not_their_passw
     assert "R3sult-pw" not in text
     config = json.loads(text)["execution"]["config"]
     assert (config["broker"], config["backend"]) == ({"env": "CRAWL_CELERY_BROKER"}, {"env": "CRAWL_CELERY_BACKEND"})
+
+
+def test_a_worker_takes_the_fetch_queue_the_render_queue_or_both(store_settings, tmp_path):
+    settings = store_settings.model_copy(update={"dagster_home": tmp_path / "home", "celery_queue": "crawl-x"})
+
+    def queues(which: str) -> str:
+        argv = celery_worker_argv(settings, 1, queues=which)
+        return argv[argv.index("-q") + 1]
+
+    assert (queues("all"), queues("fetch"), queues("render")) == ("crawl-x,crawl-x-render", "crawl-x", "crawl-x-render")
