@@ -20,6 +20,7 @@ are functions that import them when called, so that importing this module stays 
 from __future__ import annotations
 
 import importlib
+import signal
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -108,9 +109,14 @@ def execute_run(argv: Sequence[str]) -> None:
 
 def install_interrupt_handlers() -> None:
     """Make SIGTERM interrupt this process as SIGINT does, as Dagster's own run command does, so
-    that terminating a forked run cancels it cleanly."""
+    that terminating a forked run cancels it cleanly. Dagster gives SIGTERM whatever SIGINT does;
+    a process started in the background of a non-interactive shell (``nohup … &``, a CI job)
+    inherits SIGINT ignored, and Python then keeps it ignored, so SIGINT gets Python's default
+    handler first: a run stays cancellable however its daemon was started."""
     from dagster._utils.interrupts import setup_interrupt_handlers  # noqa: PLC0415
 
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     setup_interrupt_handlers()
 
 
