@@ -1,4 +1,4 @@
-"""Read-only access for analysts (docs/deployment.md), on a lake with a PostgreSQL catalog.
+"""Read-only access for analysts (docs/access.md), on a lake with a PostgreSQL catalog.
 
 The SQL that creates the reader role is read from the deployment guide itself, so the guide and
 what is tested cannot drift apart. An owner role (what the guide calls ``crawler``) owns the
@@ -25,15 +25,13 @@ from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.location import LakeLocation
 from tests.unit.crawl_rows import fetch_result, land, page_html
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "deployment.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "access.md"
 URLS = [f"http://access.test/p{k}" for k in range(3)]
 
 
 def guide_reader_sql() -> str:
-    """The first ``sql`` block of the guide's "Read-only access for analysts" section."""
-    text = GUIDE.read_text()
-    section = text[text.index("## Read-only access for analysts"):]
-    return section.split("```sql\n", 1)[1].split("```", 1)[0]
+    """The first ``sql`` block of the analysts' access page."""
+    return GUIDE.read_text().split("```sql\n", 1)[1].split("```", 1)[0]
 
 
 def for_this_test(sql: str, database: str, owner: str, reader: str) -> str:
