@@ -274,6 +274,10 @@ class _Slot:
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-extensions", "--disable-default-apps", "--disable-dev-shm-usage", "--mute-audio",
                 "--block-new-web-contents", "--disable-features=Translate,MediaRouter,OptimizationHints",
+                # A page settling while the next one's context is made goes to the background; its
+                # timers and renderer must keep their pace, or a page that never settles looks settled.
+                "--disable-background-timer-throttling", "--disable-backgrounding-occluded-windows",
+                "--disable-renderer-backgrounding",
                 f"--proxy-server=http://127.0.0.1:{self.port}", "--proxy-bypass-list=<-loopback>",
                 f"--js-flags=--max-old-space-size={memory}", "about:blank"]
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
