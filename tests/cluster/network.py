@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
+from crawl_platform_dagster.launcher import process_alive
+
 LEDGER = Path("/run/crawl-hosts")
 _CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 CGROUPS = (_CPUACCT if _CPUACCT.is_dir() else Path("/sys/fs/cgroup")) / "crawl-hosts"
@@ -60,16 +62,6 @@ def kill_namespace(namespace: str, timeout_s: float = 10.0) -> None:
         time.sleep(0.1)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_network(record: dict[str, object]) -> None:
     for namespace in record.get("namespaces", []):  # type: ignore[union-attr]
         kill_namespace(str(namespace))
@@ -87,7 +79,7 @@ def remove_orphans() -> None:
     for entry in LEDGER.glob("*.json"):
         with contextlib.suppress(OSError, ValueError):
             record = json.loads(entry.read_text())
-            if not _alive(int(record["owner"])):
+            if not process_alive(int(record["owner"])):
                 remove_network(record)
                 entry.unlink()
 

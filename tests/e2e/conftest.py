@@ -5,6 +5,7 @@ broker, per-module topics and lake (an embedded SQLite catalog, or one on Postgr
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -137,6 +138,22 @@ def cli(env, *args, timeout=400):
     """Run the crawl-platform command line as a user would."""
     return subprocess.run([*CRAWL_PLATFORM, *args], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@contextlib.contextmanager
+def celery_worker(env, log_path: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``crawl-platform worker`` as a user starts it, its output in ``log_path``; checked alive
+    after its start-up and stopped with SIGTERM to its process group on exit."""
+    with open(log_path, "wb") as log:
+        worker = subprocess.Popen([*CRAWL_PLATFORM, "worker", *args], env=env, cwd=REPO, stdout=log,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            time.sleep(5)
+            assert worker.poll() is None, log_path.read_text(errors="replace")[-3000:]
+            yield worker
+        finally:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(60)
 
 
 class Sites:

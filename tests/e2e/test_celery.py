@@ -4,10 +4,6 @@ workers' shared path but Parquet), started with `crawl-platform worker` as docum
 URL reaches the runs and the worker through their environment: no run's config holds it."""
 
 import json
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +11,7 @@ from dagster import DagsterInstance
 
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.store.database import CrawlStore
-from tests.e2e.conftest import CRAWL_PLATFORM, REPO, cli
+from tests.e2e.conftest import celery_worker, cli
 
 pytestmark = pytest.mark.e2e(seconds=160)
 
@@ -32,29 +28,20 @@ def test_batch_steps_run_on_a_celery_worker_and_land_the_whole_site(start_platfo
     settings, env = start_platform(executor="celery", celery_broker=broker_url, celery_backend=backend,
                                    host_delay_ms=0, batch_size=100, lake_on_postgres=True)
     assert settings.lake_catalog.startswith("postgres:")
-    log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - closed below
-    worker = subprocess.Popen([*CRAWL_PLATFORM, "worker", "--concurrency", "2"],
-                              env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        time.sleep(5)
-        assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-        with DemoSite(n_pages=50, seed=5).serve() as server:
-            done = cli(env, "crawl", server.base_url + "/", "--crawl-id", f"celery-{broker_name}",
-                       "--wait", "--timeout", "300")
-            assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "worker.log").read_text()[-3000:]
-            store = CrawlStore.from_settings(settings)
-            urls = [r[0] for r in store.query("SELECT url FROM pages")]
-            assert sorted(urls) == sorted(server.site.expected_urls(server.base_url))
-            # Every landing was a snapshot of the PostgreSQL catalog; the shared path holds only Parquet.
-            (snapshots,) = store.query("SELECT count(*) FROM ducklake_snapshots(?)", [store.alias])[0]
-            assert snapshots > 2
-            shared = {p.suffix for p in Path(settings.lake_data_path).rglob("*") if p.is_file()}
-            assert shared == {".parquet"}
-            assert not list(settings.lake_path.rglob("catalog.sqlite*"))  # no embedded catalog anywhere
-    finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(60)
-        log.close()
+    with (celery_worker(env, tmp_path / "worker.log", "--concurrency", "2"),
+          DemoSite(n_pages=50, seed=5).serve() as server):
+        done = cli(env, "crawl", server.base_url + "/", "--crawl-id", f"celery-{broker_name}",
+                   "--wait", "--timeout", "300")
+        assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "worker.log").read_text()[-3000:]
+        store = CrawlStore.from_settings(settings)
+        urls = [r[0] for r in store.query("SELECT url FROM pages")]
+        assert sorted(urls) == sorted(server.site.expected_urls(server.base_url))
+        # Every landing was a snapshot of the PostgreSQL catalog; the shared path holds only Parquet.
+        (snapshots,) = store.query("SELECT count(*) FROM ducklake_snapshots(?)", [store.alias])[0]
+        assert snapshots > 2
+        shared = {p.suffix for p in Path(settings.lake_data_path).rglob("*") if p.is_file()}
+        assert shared == {".parquet"}
+        assert not list(settings.lake_path.rglob("catalog.sqlite*"))  # no embedded catalog anywhere
     worker_log = (tmp_path / "worker.log").read_text()
     # The worker, not the run process, executed the batch steps.
     assert "dagster_celery.tasks.execute_plan" in worker_log or "execute_plan" in worker_log, worker_log[-2000:]
@@ -80,23 +67,14 @@ def test_celery_workers_share_no_folder_with_the_lake_archive_and_handoff_in_a_b
         executor="celery", celery_broker=broker_url, celery_backend=backend, host_delay_ms=0, batch_size=100,
         lake_on_postgres=True, lake_data_path=f"s3://{bucket}/lake/", handoff_dir=f"s3://{bucket}/handoff/",
         **{**store_settings, "aws_secret_access_key": store_settings["aws_secret_access_key"].get_secret_value()})
-    log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - closed below
-    worker = subprocess.Popen([*CRAWL_PLATFORM, "worker", "--concurrency", "2"],
-                              env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        time.sleep(5)
-        assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-        with DemoSite(n_pages=30, seed=6).serve() as server:
-            done = cli(env, "crawl", server.base_url + "/", "--crawl-id", "celery-s3", "--wait", "--timeout", "300")
-            assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "worker.log").read_text()[-3000:]
-            store = CrawlStore.from_settings(settings)
-            urls = [r[0] for r in store.query("SELECT url FROM pages")]
-            assert sorted(urls) == sorted(server.site.expected_urls(server.base_url))
-            assert store.query("SELECT count(*) FROM pages WHERE warc_file IS NULL") == [(0,)]
-    finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(60)
-        log.close()
+    with (celery_worker(env, tmp_path / "worker.log", "--concurrency", "2"),
+          DemoSite(n_pages=30, seed=6).serve() as server):
+        done = cli(env, "crawl", server.base_url + "/", "--crawl-id", "celery-s3", "--wait", "--timeout", "300")
+        assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "worker.log").read_text()[-3000:]
+        store = CrawlStore.from_settings(settings)
+        urls = [r[0] for r in store.query("SELECT url FROM pages")]
+        assert sorted(urls) == sorted(server.site.expected_urls(server.base_url))
+        assert store.query("SELECT count(*) FROM pages WHERE warc_file IS NULL") == [(0,)]
     files = s3_server.bucket_files(bucket)
     assert [f for f in files if f.startswith("archive/") and f.endswith(".warc.gz")]
     assert not [f for f in files if f.startswith("handoff/")]  # removed once each batch landed
