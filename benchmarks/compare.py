@@ -1,4 +1,4 @@
-"""The platform against Scrapy on the same generated site, in one run.
+"""The platform against Scrapy and Crawlee on the same generated site, in one run.
 
 Generates a deterministic site of N article pages (`static_site.py`), serves it with nginx on
 127.0.0.1, measures the server's own requests/s, then crawls it:
@@ -6,11 +6,15 @@ Generates a deterministic site of N article pages (`static_site.py`), serves it 
   1. with the platform, as a user runs it (`--mode dagster`: embedded broker, Dagster daemon,
      `crawl-platform crawl SEED --wait`) and/or with its engine in a plain loop (`--mode engine`);
   2. with a plain follow-all-links Scrapy CrawlSpider (robots.txt obeyed) at the same per-host
-     concurrency as the platform (one connection per host), and at any extra `--scrapy-concurrency`.
+     concurrency as the platform (one connection per host), and at any extra `--scrapy-concurrency`;
+  3. with Crawlee for Python's ParselCrawler (robots.txt obeyed) set up as its guide shows, at each
+     `--crawlee-concurrency` (per host: Crawlee limits concurrency for the whole crawl, so it gets
+     that times the number of hosts). Crawlee has no per-host delay under a second, so it does not
+     run with `--host-delay-ms`.
 
 For each it prints pages, wall seconds, pages/s, CPU seconds of its processes, peak memory summed
 over its processes, seconds from seed to first page, whether every expected page landed exactly
-once, and the load average around it; then the platform/Scrapy ratios and, for the Dagster mode,
+once, and the load average around it; then the platform's ratios to each peer and, for the Dagster mode,
 where the wall time went (from the Dagster event log). Loopback only; every process it starts is
 stopped on the way out, Ctrl-C and errors included; a platform crawl past `--platform-timeout` is
 stopped and its partial rate reported.
@@ -57,7 +61,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 import crawlers
-from crawlers import CrawlResult, crawl_with_platform, crawl_with_scrapy
+from crawlers import CrawlResult, crawl_with_peer, crawl_with_platform
 from dagster_profile import CATEGORIES, RunProfile, profile_dagster_home
 from docs_site import serve_docs
 from engine_profile import profile_engine
@@ -81,6 +85,8 @@ def main() -> int:
                         help="how to run the platform: through Dagster as a user does, engine only, both, or not")
     parser.add_argument("--scrapy-concurrency", type=int, nargs="*", default=[1],
                         help="Scrapy per-host concurrency, one crawl each; the first is the comparison (1)")
+    parser.add_argument("--crawlee-concurrency", type=int, nargs="*", default=[1],
+                        help="Crawlee per-host concurrency, one crawl each (1; none without a value)")
     parser.add_argument("--batch-size", type=int, default=0, help="CRAWL_BATCH_SIZE (0, the default: auto)")
     parser.add_argument("--host-delay-ms", type=int, default=0, help="CRAWL_HOST_DELAY_MS (0: local server)")
     parser.add_argument("--host-concurrency", type=int, default=1,
@@ -89,7 +95,8 @@ def main() -> int:
     parser.add_argument("--max-concurrent-runs", type=int, default=4, help="Dagster run coordinator limit (4)")
     parser.add_argument("--platform-timeout", type=float, default=600.0,
                         help="stop a platform crawl after this many seconds and report its partial rate (600)")
-    parser.add_argument("--scrapy-timeout", type=float, default=900.0)
+    parser.add_argument("--scrapy-timeout", type=float, default=900.0,
+                        help="stop a peer crawler (Scrapy or Crawlee) after this many seconds (900)")
     parser.add_argument("--py-spy", action="store_true",
                         help="afterwards, crawl once more with the engine under py-spy and split its time by step")
     parser.add_argument("--writer-pool-limit", type=int, default=0,
@@ -154,10 +161,15 @@ def main() -> int:
                                                                         result.window)
                     except Exception as err:  # a profile is a bonus: keep the measurements
                         result.notes.append(f"no Dagster profile: {type(err).__name__}: {err}")
-            for conc in args.scrapy_concurrency:
-                print(f"crawling with Scrapy (per-host concurrency {conc}) ...", flush=True)
-                result = crawl_with_scrapy(site, workdir / f"scrapy-c{conc}", conc, args.scrapy_timeout,
-                                           args.host_delay_ms)
+            peers = [("Scrapy", conc) for conc in args.scrapy_concurrency]
+            if args.host_delay_ms and args.crawlee_concurrency:
+                print("not crawling with Crawlee: it has no per-host delay under a second", flush=True)
+            else:
+                peers += [("Crawlee", conc) for conc in args.crawlee_concurrency]
+            for peer, conc in peers:
+                print(f"crawling with {peer} (per-host concurrency {conc}) ...", flush=True)
+                result = crawl_with_peer(peer, site, workdir / f"{peer.lower()}-c{conc}", conc, args.scrapy_timeout,
+                                         args.host_delay_ms)
                 results.append(result)
                 _print_row(result)
             if args.py_spy:
@@ -225,15 +237,17 @@ def _report(args: argparse.Namespace, results: list[CrawlResult], profiles: dict
     for r in results:
         for note in r.notes:
             print(f"  note, {r.crawler}: {note}")
-    scrapy = next((r for r in results if r.crawler.startswith("Scrapy")), None)
-    if scrapy and scrapy.pages:
-        print(f"\nratio platform / {scrapy.crawler}:")
-        for r in results:
-            if r.crawler.startswith("platform") and r.pages:
-                print(f"  {r.crawler}: pages/s x{r.pages_per_s / scrapy.pages_per_s:.3f}, "
-                      f"CPU per page x{(r.cpu_window_s / r.pages) / (scrapy.cpu_window_s / scrapy.pages):.1f}, "
-                      f"peak RSS x{r.peak_rss_mb / scrapy.peak_rss_mb:.1f}, "
-                      f"seed->first page x{r.first_page_s / scrapy.first_page_s:.1f}")
+    platform = [r for r in results if r.crawler.startswith("platform") and r.pages]
+    for name in ("Scrapy", "Crawlee"):
+        peer = next((r for r in results if r.crawler.startswith(name)), None)
+        if not (platform and peer and peer.pages):
+            continue
+        print(f"\nratio platform / {peer.crawler}:")
+        for r in platform:
+                print(f"  {r.crawler}: pages/s x{r.pages_per_s / peer.pages_per_s:.3f}, "
+                      f"CPU per page x{(r.cpu_window_s / r.pages) / (peer.cpu_window_s / peer.pages):.2f}, "
+                      f"peak RSS x{r.peak_rss_mb / peer.peak_rss_mb:.1f}, "
+                      f"seed->first page x{r.first_page_s / peer.first_page_s:.1f}")
     for name, p in profiles.items():
         wall = sum(p.wall_split_s.values())
         print(f"\n{name}: where the {wall:.1f} s of wall time went ({p.runs} runs, {p.batch_runs} batch runs, "

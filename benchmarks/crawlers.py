@@ -1,4 +1,4 @@
-"""The three crawls the comparison runs against one served site, each measured the same way.
+"""The crawls the comparison runs against one served site, each measured the same way.
 
 - `crawl_with_platform(mode="dagster")`: the platform's embedded default as a user runs it: the
   embedded broker, the Dagster daemon from `crawl_platform_dagster.stack` (`write_instance_yaml`,
@@ -6,7 +6,8 @@
 - `crawl_with_platform(mode="engine")`: the same engine objects in a plain loop with no Dagster
   (`crawl_benchmark.run_engine`), in a child process so that its CPU and memory are measured like
   the others'. Run as `python benchmarks/crawlers.py engine SEED` with the settings in the env.
-- `crawl_with_scrapy`: `scrapy_spider.py` in a child process.
+- `crawl_with_peer`: another crawler in a child process, `scrapy_spider.py` (Scrapy) or
+  `crawlee_spider.py` (Crawlee for Python's ParselCrawler).
 
 Each returns a :class:`CrawlResult`: pages, wall, CPU, peak memory, seed-to-first-page time, the
 requests the server saw, and whether every expected page landed exactly once. Processes started
@@ -308,17 +309,23 @@ def _recrawl(result: CrawlResult, exclude: set[int], env: dict[str, str], site: 
                         f"a page), {new} new versions")
 
 
-def crawl_with_scrapy(site: ServedSite, workdir: Path, concurrency: int, timeout_s: float,
-                      delay_ms: int = 0) -> CrawlResult:
+PEERS = {"Scrapy": "scrapy_spider.py", "Crawlee": "crawlee_spider.py"}
+"""The crawlers the platform is compared with, each a script run as its own process."""
+
+
+def crawl_with_peer(peer: str, site: ServedSite, workdir: Path, concurrency: int, timeout_s: float,
+                    delay_ms: int = 0) -> CrawlResult:
+    """One crawl of ``site`` by ``peer`` (a key of :data:`PEERS`), measured like the platform's."""
     workdir.mkdir(parents=True)
-    result = CrawlResult(f"Scrapy (per-host concurrency {concurrency})", len(site.expected), workdir=workdir)
+    result = CrawlResult(f"{peer} (per-host concurrency {concurrency})", len(site.expected), workdir=workdir)
     exclude = {site.nginx.pid} if site.nginx and site.nginx.pid else set()
     offset = site.nginx.log_offset() if site.nginx else 0
     urls, stats_file = workdir / "urls.txt", workdir / "stats.json"
-    argv = [sys.executable, str(HERE / "scrapy_spider.py"), "--start", *site.seed_urls, "--out", str(urls),
-            "--stats", str(stats_file), "--concurrency", str(concurrency), "--timeout", str(int(timeout_s)),
-            "--delay", str(delay_ms / 1000)]
-    with _Measured(result, exclude) as measured, (workdir / "scrapy.log").open("wb") as log:
+    argv = [sys.executable, str(HERE / PEERS[peer]), "--start", *site.seed_urls, "--out", str(urls),
+            "--stats", str(stats_file), "--concurrency", str(concurrency), "--timeout", str(int(timeout_s))]
+    if peer == "Scrapy":
+        argv += ["--delay", str(delay_ms / 1000)]
+    with _Measured(result, exclude) as measured, (workdir / f"{peer.lower()}.log").open("wb") as log:
         measured.window.start()
         started, started_wall = time.monotonic(), time.time()
         proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
