@@ -50,7 +50,7 @@ HOST_PAGES ?= 40
 
 # Both comparisons of docs/benchmarks.md: the one-host site (PAGES articles, no delay), then the
 # polite broad crawl (HOSTS hostnames x HOST_PAGES articles, the default 250 ms per host).
-bench: $(STAMP)  ## the platform against Scrapy on generated nginx-served sites (docs/benchmarks.md)
+bench: $(STAMP)  ## the platform against Scrapy and Crawlee on generated nginx-served sites (docs/benchmarks.md)
 	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
 	command -v nginx >/dev/null || test -x /usr/sbin/nginx || \
 		(apt-get install -y -q nginx-light && (service nginx stop || true))
