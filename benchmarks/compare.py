@@ -14,7 +14,8 @@ Generates a deterministic site of N article pages (`static_site.py`), serves it 
 
 For each it prints pages, wall seconds, pages/s, CPU seconds of its processes, peak memory summed
 over its processes, seconds from seed to first page, whether every expected page landed exactly
-once, and the load average around it; then the platform's ratios to each peer and, for the Dagster mode,
+once, for the platform the seconds from a page's fetch to the lake snapshot that shows it (p50,
+p95), and the load average around it; then the platform's ratios to each peer and, for the Dagster mode,
 where the wall time went (from the Dagster event log). Loopback only; every process it starts is
 stopped on the way out, Ctrl-C and errors included; a platform crawl past `--platform-timeout` is
 stopped and its partial rate reported.
@@ -225,12 +226,13 @@ def _report(args: argparse.Namespace, results: list[CrawlResult], profiles: dict
           f"{os.cpu_count()} cores")
     head = ("crawler", "pages", "wall s", "pages/s", "CPU s", "CPU s incl. start-up", "CPU ms/page",
             "peak RSS MB (PSS)", "seed->1st page s", "exactly once", "requests",
-            "min gap per host ms (hosts too close)", "largest fetch gap s", "load avg before -> after")
+            "min gap per host ms (hosts too close)", "largest fetch gap s", "fetch -> visible s p50, p95",
+            "load avg before -> after")
     rows = [(r.crawler, f"{r.pages}/{r.expected}", f"{r.wall_s:.1f}", f"{r.pages_per_s:.1f}", f"{r.cpu_window_s:.1f}",
              f"{r.cpu_total_s:.1f}", f"{1000 * r.cpu_window_s / r.pages:.1f}" if r.pages else "-",
              f"{r.peak_rss_mb:.0f} ({r.peak_pss_mb:.0f})", f"{r.first_page_s:.1f}", _once(r), str(r.requests_served),
              f"{r.min_gap_ms:.0f} ({r.hosts_too_close})", f"{r.max_fetch_gap_s:.1f}",
-             f"{r.load_before} -> {r.load_after}") for r in results]
+             f"{r.visible_s[0]:.1f}, {r.visible_s[1]:.1f}", f"{r.load_before} -> {r.load_after}") for r in results]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(row) + " |")

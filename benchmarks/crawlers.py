@@ -72,6 +72,7 @@ class CrawlResult:
     min_gap_ms: float = float("nan")  # smallest gap between two requests to one host, nginx's log
     hosts_too_close: int = 0  # hosts that saw two requests closer than the politeness delay
     max_fetch_gap_s: float = float("nan")  # platform: largest gap between consecutive `pages.fetched_at`
+    visible_s: tuple[float, float] = (float("nan"), float("nan"))  # platform: fetch -> readable in the lake, p50, p95
     reader_reads: int = 0  # with --reader: the notebook's one-second reading transactions ...
     reader_errors: int = 0  # ... and how many of them failed
     completed: bool = False  # False: stopped at the time limit, the figures are a partial rate
@@ -191,11 +192,25 @@ def crawl_with_platform(site: ServedSite, workdir: Path, mode: str, batch_size: 
             (gap,) = store.query("SELECT max(gap) FROM (SELECT epoch(fetched_at) - epoch(lag(fetched_at) "
                                  "OVER (ORDER BY fetched_at)) AS gap FROM pages)")[0]
             result.max_fetch_gap_s = float(gap or 0.0)
+            result.visible_s = fetch_to_visible(store)
     result.check(collections.Counter(canonicalize(r[0]) for r in rows), site.expected)
     if site.nginx:
         result.requests_served = len(site.nginx.requests_since(offset))
     result.politeness(site, offset, host_delay_ms)
     return result
+
+
+def fetch_to_visible(store: CrawlStore) -> tuple[float, float]:
+    """p50 and p95 seconds from a page's fetch (``pages.fetched_at``) to the commit of the lake
+    snapshot that added its row, when a reader first sees it."""
+    ((last,),) = store.query("SELECT max(snapshot_id) FROM ducklake_snapshots(?)", [store.alias])
+    ((p50, p95),) = store.query(
+        "SELECT quantile_cont(epoch(s.snapshot_time) - epoch(c.fetched_at), 0.5), "
+        "quantile_cont(epoch(s.snapshot_time) - epoch(c.fetched_at), 0.95) "
+        "FROM ducklake_table_changes(?, 'main', 'pages', 0, ?) AS c "
+        "JOIN ducklake_snapshots(?) AS s USING (snapshot_id) WHERE c.change_type = 'insert'",
+        [store.alias, last, store.alias])
+    return float(p50), float(p95)
 
 
 def _engine(result: CrawlResult, measured: _Measured, env: dict[str, str], site: ServedSite, store: CrawlStore,
