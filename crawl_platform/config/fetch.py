@@ -115,7 +115,8 @@ class FetchSettings(BaseSettings):
     proxies: list[str] = Field(
         default_factory=list, validation_alias=AliasChoices("CRAWL_PROXIES", "proxies"), repr=False,
         description="JSON list of proxy URLs, used in rotation. Write a password as `${ENV_VAR}` so it stays "
-        "in the environment; credentials are never logged. A failing proxy sits out 60 s.",
+        "in the environment; credentials are never logged. A failing proxy sits out 60 s. A rendering "
+        "browser's requests leave through them too (docs/rendering.md).",
     )
     obey_robots: bool = Field(
         True, validation_alias=AliasChoices("CRAWL_OBEY_ROBOTS", "obey_robots"),

@@ -106,8 +106,10 @@ class RunSettings(BaseSettings):
     )
     celery_queue: str = Field(
         "crawl-platform", validation_alias=AliasChoices("CRAWL_CELERY_QUEUE", "celery_queue"),
-        description="Celery queue of this deployment's batch steps. Its workers consume only this queue, so "
-        "deployments sharing a broker stay apart.",
+        description="Celery queue of this deployment's batch steps; the render steps go to `<this>-render`. Its "
+        "workers consume only these queues, so deployments sharing a broker stay apart. The render step's "
+        "queue is fixed when the definitions load (dagster-celery takes a step's queue only from its op's "
+        "tags): the code server (`up`, or `dagster api grpc`) and every worker must have the same value.",
     )
     celery_backend: str = Field(
         "rpc://", validation_alias=AliasChoices("CRAWL_CELERY_BACKEND", "celery_backend"), repr=False,

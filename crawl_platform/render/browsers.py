@@ -5,7 +5,8 @@ Dagster step, a Celery task or a test) and answers :meth:`BrowserPool.render_all
 :class:`RenderJob`. Each browser is a Chromium process this module starts itself (so it knows its
 process id, its memory and can kill it) and drives over the DevTools protocol with Playwright,
 which is imported here and nowhere else. Each browser has its own :class:`~.guard_proxy.GuardProxy`
-as its only way out; all of them share one :class:`~.guard_proxy.HostGate`.
+as its only way out; all of them share one :class:`~.guard_proxy.HostGate`, and the crawl's
+proxies when it has any (the guard proxies send every request on through them).
 
 A page is loaded from its archived HTTP response (the navigation is answered from it, so the server
 sees no second request for the page), in a fresh browser context with service workers blocked,
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from crawl_platform.fetch.netguard import NetworkGuard
+from crawl_platform.fetch.proxies import ProxyPool
 from crawl_platform.render.guard_proxy import GuardProxy, HostGate
 
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"})
@@ -79,7 +81,7 @@ class BrowserPool:
 
     def __init__(self, executable: str, guard: NetworkGuard, gate: HostGate, *, browsers: int = 2,
                  pages_per_browser: int = 50, timeout_s: float = 20.0, max_memory_mb: int = 1024,
-                 connect_timeout_s: float = 5.0) -> None:
+                 connect_timeout_s: float = 5.0, proxies: ProxyPool | None = None) -> None:
         self.executable = executable
         self.guard = guard
         self.gate = gate
@@ -88,6 +90,7 @@ class BrowserPool:
         self.timeout_s = timeout_s
         self.max_memory_mb = max_memory_mb
         self.connect_timeout_s = connect_timeout_s
+        self.proxies = proxies  # CRAWL_PROXIES, shared by the browsers' guard proxies
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="render-loop", daemon=True)
         self._thread.start()
@@ -131,7 +134,7 @@ class BrowserPool:
         if self._free is None:
             self._free = asyncio.Queue()
             for _ in range(self.browsers):
-                slot = _Slot(self, GuardProxy(self.guard, self.gate, self.connect_timeout_s))
+                slot = _Slot(self, GuardProxy(self.guard, self.gate, self.connect_timeout_s, self.proxies))
                 self._slots.append(slot)
                 self._free.put_nowait(slot)
         results = await asyncio.gather(*(self._render_one(job) for job in jobs))

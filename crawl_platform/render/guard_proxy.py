@@ -14,6 +14,10 @@ bypassed), so each request meets the same rules as the fetcher's:
   HTTPS tunnel (``CONNECT``) is opaque: the proxy spaces the tunnels it opens by the same gap, and
   the requests inside one reuse it as the browser chooses.
 - **robots.txt** of the page's own host applies to its plain HTTP requests (a tunnel hides paths).
+- **The crawl's proxies** (``CRAWL_PROXIES``), when it has any: each request then leaves through
+  the next healthy one (:mod:`.upstream`), a tunnel as a ``CONNECT`` to it and a plain request in
+  absolute form, as the fetcher's do. The proxy resolves the name, so the guard checks what the
+  name resolves to here before the request, as the fetcher does through a proxy.
 
 One proxy serves one browser, which renders one page at a time, so what it records (:class:`ProxyLog`)
 is that page's. Runs in the render loop (:mod:`.browsers`); asyncio only, no thread of its own.
@@ -31,6 +35,8 @@ from urllib.parse import urlsplit
 
 from crawl_platform.fetch.netguard import NetworkGuard
 from crawl_platform.fetch.politeness import origin_of
+from crawl_platform.fetch.proxies import ProxyPool
+from crawl_platform.render.upstream import Streams, TunnelRefusedError, UpstreamError, authorization, open_upstream
 
 MAX_HEAD_BYTES = 64 * 1024
 _HOP_HEADERS = frozenset({"proxy-connection", "proxy-authorization", "connection", "keep-alive"})
@@ -86,12 +92,15 @@ class ProxyLog:
 
 class GuardProxy:
     """An HTTP forward proxy on 127.0.0.1 (plain requests and ``CONNECT``) that applies the guard,
-    the host gate and, for the page's own host, its robots.txt (:attr:`allows`)."""
+    the host gate and, for the page's own host, its robots.txt (:attr:`allows`); through
+    ``proxies`` when the crawl has any."""
 
-    def __init__(self, guard: NetworkGuard, gate: HostGate, connect_timeout_s: float = 5.0) -> None:
+    def __init__(self, guard: NetworkGuard, gate: HostGate, connect_timeout_s: float = 5.0,
+                 proxies: ProxyPool | None = None) -> None:
         self.guard = guard
         self.gate = gate
         self.connect_timeout_s = connect_timeout_s
+        self.proxies = proxies if proxies else None
         self.log = ProxyLog()
         # Set per page: whether robots.txt allows a plain-HTTP URL (None: not checked).
         self.allows: Callable[[str], bool] | None = None
@@ -144,7 +153,11 @@ class GuardProxy:
             port = int(port_text)
             shown = f"https://{target}"
             origin = f"https://{host.lower()}" if port == 443 else f"https://{target.lower()}"
-            upstream = await self._open(host, port, shown, writer, origin, hold=False)
+            if self.proxies is not None:
+                through = await self._via_proxy(host, port, shown, writer, origin, tunnel=True)
+                upstream = through[0] if through is not None else None
+            else:
+                upstream = await self._open(host, port, shown, writer, origin, hold=False)
             if upstream is None:
                 return
             up_reader, up_writer = upstream
@@ -164,13 +177,24 @@ class GuardProxy:
         if parts.query:
             path += "?" + parts.query
         headers = [line for line in lines[1:] if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS]
-        request = f"{method} {path} {version}\r\n" + "".join(f"{h}\r\n" for h in headers) + "Connection: close\r\n\r\n"
         origin = origin_of(target)
         async with self.gate.turn(origin):
-            upstream = await self._open(parts.hostname, parts.port or 80, target, writer, None)
-            if upstream is None:
-                return
+            if self.proxies is not None:  # the upstream proxy is sent the absolute URL
+                through = await self._via_proxy(parts.hostname, parts.port or 80, target, writer, None, tunnel=False)
+                if through is None:
+                    return
+                upstream, proxy = through
+                auth = authorization(proxy)
+                headers += [f"Proxy-Authorization: {auth}"] if auth else []
+                path = target
+            else:
+                opened = await self._open(parts.hostname, parts.port or 80, target, writer, None)
+                if opened is None:
+                    return
+                upstream = opened
             up_reader, up_writer = upstream
+            request = (f"{method} {path} {version}\r\n" + "".join(f"{h}\r\n" for h in headers)
+                       + "Connection: close\r\n\r\n")
             up_writer.write(request.encode("latin-1"))
             await up_writer.drain()
             await _pipe_both(reader, writer, up_reader, up_writer)
@@ -215,6 +239,42 @@ class GuardProxy:
         else:
             await _answer(writer, 502, f"cannot connect to {host}:{port}")
         return None
+
+    async def _via_proxy(self, host: str, port: int, shown: str, writer: asyncio.StreamWriter, origin: str | None,
+                         tunnel: bool) -> tuple[Streams, str] | None:
+        """Streams to the next of the crawl's proxies (a tunnel to ``host:port`` when ``tunnel``,
+        opened within the origin's turn when ``origin`` is given) and its URL, once every address
+        ``host`` resolves to here passed the guard; None after answering the browser itself."""
+        host = host.strip("[]")
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as err:
+            await _answer(writer, 502, f"cannot resolve {host}: {err}")
+            return None
+        for *_, sockaddr in infos:
+            address = str(sockaddr[0])
+            reason = self.guard.refusal(address)
+            if reason is not None:
+                refusal = f"{address}, {reason}" if host == address else f"{host} resolves to {address}, {reason}"
+                self._refuse(shown, refusal)
+                await _answer(writer, 403, f"refused by the network guard: {refusal}")
+                return None
+        assert self.proxies is not None
+        try:
+            if origin is not None:
+                async with self.gate.turn(origin, hold=False):
+                    streams, proxy = await open_upstream(self.proxies, host, port, tunnel=tunnel,
+                                                         timeout_s=self.connect_timeout_s)
+            else:
+                streams, proxy = await open_upstream(self.proxies, host, port, tunnel=tunnel,
+                                                     timeout_s=self.connect_timeout_s)
+        except TunnelRefusedError as err:
+            await _answer(writer, 502, f"the crawl's proxy refused the tunnel: {err}")
+            return None
+        except UpstreamError as err:
+            await _answer(writer, 502, f"no proxy of the crawl answered: {err}")
+            return None
+        return streams, proxy
 
     def _refuse(self, url: str, reason: str) -> None:
         self.log.refused.append(f"{url}: {reason}")

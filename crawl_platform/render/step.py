@@ -10,7 +10,8 @@ step, so a Dagster run gives it a step of its own (on a Celery queue of its own 
 Per page: the decision (:mod:`.decision`); then :class:`~.browsers.BrowserPool` loads the page from
 its archived response through the guard proxy, with the crawl's User-Agent, its gap per host
 counted from the fetch step's last request to the host, and the host's robots.txt for the page's
-own plain-HTTP requests. A page whose rendering fails keeps its HTTP parse and records why. The
+own plain-HTTP requests, and out through the crawl's proxies (``CRAWL_PROXIES``) when it has any.
+A page whose rendering fails keeps its HTTP parse and records why. The
 rendered DOMs (and screenshots) go to one new WARC file of the shard, each a ``conversion`` record
 pointing at the page's response record.
 """
@@ -26,6 +27,7 @@ from crawl_platform.archive.writer import RecordPointer, WarcFile, shard_file_na
 from crawl_platform.config import Settings
 from crawl_platform.fetch.netguard import NetworkGuard
 from crawl_platform.fetch.politeness import origin_of
+from crawl_platform.fetch.proxies import ProxyPool
 from crawl_platform.fetch.results import FetchResult
 from crawl_platform.fetch.robots import robots_token
 from crawl_platform.fetch.robots_rules import RobotsRules
@@ -51,7 +53,8 @@ class ShardRenderer:
                  browsers: int = 2, pages_per_browser: int = 50, timeout_s: float = 20.0,
                  max_memory_mb: int = 1024, host_delay_s: float = 0.25, min_host_delay_s: float = 0.0,
                  connect_timeout_s: float = 5.0, archive: Folder | None = None, parser: ParserEngine = DEFAULT_ENGINE,
-                 main_content: bool = True, max_links: int = MAX_LINKS_PER_PAGE) -> None:
+                 main_content: bool = True, max_links: int = MAX_LINKS_PER_PAGE,
+                 proxies: ProxyPool | None = None) -> None:
         self.guard = guard
         self.allowed = allowed  # CRAWL_RENDER_ALLOWED
         self.browser_path = browser_path
@@ -66,6 +69,7 @@ class ShardRenderer:
         self.parser = parser
         self.main_content = main_content
         self.max_links = max_links
+        self.proxies = proxies  # CRAWL_PROXIES: the browsers' requests leave through them
         self._pool: BrowserPool | None = None
         self._extractors: dict[str, Extractor | None] = {}
 
@@ -77,7 +81,9 @@ class ShardRenderer:
                    max_memory_mb=settings.render_max_memory_mb, host_delay_s=settings.host_delay_ms / 1000.0,
                    min_host_delay_s=settings.min_host_delay_ms / 1000.0,
                    connect_timeout_s=settings.connect_timeout_s, archive=archive, parser=settings.parser,
-                   main_content=settings.main_content, max_links=settings.max_links_per_page)
+                   main_content=settings.main_content, max_links=settings.max_links_per_page,
+                   proxies=(ProxyPool.from_settings_list(settings.proxies, settings.secrets())
+                            if settings.proxies else None))
 
     def render(self, shard: ShardResult, batch_id: str = "", name: str = "s0") -> ShardResult:
         """The shard with its pages that need it rendered (untouched when none of its crawls render)."""
@@ -199,7 +205,8 @@ class ShardRenderer:
                 raise RuntimeError(rendering_problem(self.browser_path) or "no browser")
             self._pool = BrowserPool(executable, self.guard, HostGate(self.host_delay_s), browsers=self.browsers,
                                      pages_per_browser=self.pages_per_browser, timeout_s=self.timeout_s,
-                                     max_memory_mb=self.max_memory_mb, connect_timeout_s=self.connect_timeout_s)
+                                     max_memory_mb=self.max_memory_mb, connect_timeout_s=self.connect_timeout_s,
+                                     proxies=self.proxies)
         return self._pool
 
     def _archive(self, shard: ShardResult, doms: dict[str, Rendered], batch_id: str, name: str,

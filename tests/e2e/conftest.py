@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS
+from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, free_port
 from crawl_platform.cli.demo_site import DemoSite, SiteServer
 from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
@@ -65,8 +65,10 @@ def start_platform(broker, tmp_path_factory):
                 sys.stderr.write(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}\n")
 
     def start(max_concurrent_runs: int = 4, with_processes: bool = False, lake_on_postgres: bool = False,
-              stock_instance: bool = False, **overrides):
-        """``lake_on_postgres``: the lake's catalog in a database of its own on the machine's
+              stock_instance: bool = False, webserver: bool = False, **overrides):
+        """``webserver``: also ``dagster-webserver`` (the UI and its GraphQL API, the Launchpad's) on a
+        free loopback port, up before this returns (``dagster.webserver_port``, with ``with_processes``).
+        ``lake_on_postgres``: the lake's catalog in a database of its own on the machine's
         PostgreSQL (the scale-out profile) instead of the embedded SQLite file. ``stock_instance``:
         Dagster as it comes, none of the platform's instance parts: its default run launcher, run
         coordinator and SQLite storage in DAGSTER_HOME, ``dagster-daemon run`` on workspace.yaml."""
@@ -99,12 +101,14 @@ def start_platform(broker, tmp_path_factory):
             write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=max_concurrent_runs,
                                 partitions=settings.topic_partitions)
         env = {**os.environ, **settings.to_env()}
-        dagster = DagsterProcesses(env, tmp / "logs", webserver_port=None, workspace=REPO / "workspace.yaml",
-                                   stock=stock_instance)
+        dagster = DagsterProcesses(env, tmp / "logs", webserver_port=free_port() if webserver else None,
+                                   workspace=REPO / "workspace.yaml", stock=stock_instance)
         dagster.start()
         started.append((dagster, tmp))
         time.sleep(5)
         assert not dagster.dead(), f"the Dagster daemon exited at start; see {tmp / 'logs'}"
+        if webserver:
+            assert dagster.wait_webserver(), f"the Dagster webserver did not come up; see {tmp / 'logs'}"
         return (settings, env, dagster) if with_processes else (settings, env)
 
     yield start

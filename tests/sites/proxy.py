@@ -1,9 +1,10 @@
 """A forward proxy on loopback, for the fetcher's proxy and network-guard tests.
 
-`LoopbackProxy` is a tiny forward proxy (a `RecordingServer`: absolute-form GET only, optional Basic
-Proxy-Authorization) that only ever forwards to 127.0.0.0/8 and records every request it was asked
-to forward as a `Seen` whose path is the absolute URL. The sites it forwards to are
-`tests.sites.hostile`.
+`LoopbackProxy` is a tiny forward proxy (a `RecordingServer`: absolute-form GET and `CONNECT`
+tunnels, optional Basic Proxy-Authorization) that only ever forwards to 127.0.0.0/8 and records
+every request it was asked to forward as a `Seen` whose path is the absolute URL, or
+``CONNECT host:port`` for a tunnel. The sites it forwards to are `tests.sites.hostile` and, for a
+rendering browser's requests, `tests.sites.spa`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 import base64
 import http.client
 import ipaddress
+import selectors
+import socket
+import time
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +51,31 @@ class _Handler(SeenHandler):
         finally:
             upstream.close()
 
+    def do_CONNECT(self) -> None:  # noqa: N802 -- http.server dispatches on this name
+        """A tunnel to a loopback ``host:port``: both ways byte for byte until either side closes."""
+        seen = Seen(f"CONNECT {self.path}", {k.lower(): v for k, v in self.headers.items()}, time.monotonic(),
+                    self.client_address[1])
+        self.server.record(seen)
+        self.close_connection = True  # the connection is the tunnel's
+        try:
+            host, _, port = self.path.rpartition(":")
+            if self.proxy.credentials and self.headers.get("Proxy-Authorization") != self.proxy.expected_auth():
+                self._reply(seen, 407, b"proxy auth required", {"Proxy-Authenticate": 'Basic realm="test"'})
+                return
+            if not ipaddress.ip_address(host.strip("[]")).is_loopback:
+                self._reply(seen, 403, b"this proxy only forwards to loopback", {})
+                return
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=5) as upstream:
+                seen.status = 200
+                self.send_response(200, "Connection Established")
+                self.end_headers()
+                self.wfile.flush()
+                _relay(self.connection, upstream, self.proxy.stopping)
+        except (ConnectionError, TimeoutError, OSError, ValueError):
+            pass
+        finally:
+            seen.finished_at = time.monotonic()
+
     def _reply(self, seen: Seen, status: int, body: bytes, headers: dict[str, str]) -> None:
         # Recorded before the reply goes out: a client that has its response may look at once.
         seen.status, seen.bytes_sent = status, len(body)
@@ -56,6 +85,19 @@ class _Handler(SeenHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+def _relay(one: socket.socket, other: socket.socket, stopping: Any) -> None:
+    """Copy bytes both ways between two sockets until either side closes (or the proxy stops)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(one, selectors.EVENT_READ, other)
+        selector.register(other, selectors.EVENT_READ, one)
+        while not stopping.is_set():
+            for key, _events in selector.select(timeout=0.1):
+                chunk = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                if not chunk:
+                    return
+                key.data.sendall(chunk)
 
 
 class LoopbackProxy(RecordingServer[Seen]):

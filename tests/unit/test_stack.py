@@ -131,3 +131,35 @@ def test_a_worker_takes_the_fetch_queue_the_render_queue_or_both(store_settings,
         return argv[argv.index("-q") + 1]
 
     assert (queues("all"), queues("fetch"), queues("render")) == ("crawl-x,crawl-x-render", "crawl-x", "crawl-x-render")
+
+
+# Run in a process of its own: the definitions read CRAWL_CELERY_QUEUE when they are imported.
+_QUEUES_OF_A_PROCESS = """
+import json
+from crawl_platform.config import Settings
+from crawl_platform_dagster.definitions import defs
+from crawl_platform_dagster.stack import celery_worker_argv
+job = defs.get_job_def("crawl_batch_celery_job")
+tags = {op.name: op.tags.get("dagster-celery/queue") for op in job.graph.iterate_op_defs()}
+argv = celery_worker_argv(Settings(), 1, queues="render")
+print(json.dumps({"tags": tags, "render_worker": argv[argv.index("-q") + 1]}))
+"""
+
+
+def test_a_render_worker_consumes_the_queue_the_definitions_tag_the_render_step_with(tmp_path):
+    """dagster-celery sends a step to the queue of its op's ``dagster-celery/queue`` tag, fixed when the
+    definitions load: the code server and the workers must share CRAWL_CELERY_QUEUE, and then a
+    worker started with ``--queues render`` consumes exactly the render step's queue."""
+
+    def queues(queue: str) -> dict[str, object]:
+        env = {**os.environ, "CRAWL_CELERY_QUEUE": queue, "DAGSTER_HOME": str(tmp_path / queue)}
+        done = subprocess.run([sys.executable, "-c", _QUEUES_OF_A_PROCESS], env=env, capture_output=True,
+                              text=True, timeout=180, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    for queue in ("crawl-a", "crawl-b"):
+        seen = queues(queue)
+        tagged = {name: tag for name, tag in seen["tags"].items() if tag}  # type: ignore[attr-defined]
+        assert tagged == {"render_shard": f"{queue}-render"}
+        assert seen["render_worker"] == f"{queue}-render"
