@@ -51,6 +51,17 @@ class SeenHandler(RecordingHandler):
     def answer(self, seen: Seen) -> None:
         raise NotImplementedError
 
+    def reply(self, seen: Seen, status: int, body: bytes, headers: dict[str, str]) -> None:
+        """Answer with ``status``, ``headers`` and ``body``, recorded in ``seen`` before the reply
+        goes out: a client that has its response may look at once."""
+        seen.status, seen.bytes_sent = status, len(body)
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
 
 def dead_port() -> int:
     """A loopback port nobody listens on (bound, then released)."""

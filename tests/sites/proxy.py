@@ -34,11 +34,11 @@ class _Handler(SeenHandler):
 
     def answer(self, seen: Seen) -> None:
         if self.proxy.credentials and self.headers.get("Proxy-Authorization") != self.proxy.expected_auth():
-            self._reply(seen, 407, b"proxy auth required", {"Proxy-Authenticate": 'Basic realm="test"'})
+            self.reply(seen, 407, b"proxy auth required", {"Proxy-Authenticate": 'Basic realm="test"'})
             return
         target = urlsplit(self.path)
         if not target.hostname or not ipaddress.ip_address(target.hostname).is_loopback:
-            self._reply(seen, 403, b"this proxy only forwards to loopback", {})
+            self.reply(seen, 403, b"this proxy only forwards to loopback", {})
             return
         upstream = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=5)
         try:
@@ -47,7 +47,7 @@ class _Handler(SeenHandler):
             resp = upstream.getresponse()
             body = resp.read(MAX_FORWARDED_BYTES)
             passed = {k: v for k, v in resp.getheaders() if k.lower() not in NOT_PASSED_BACK}
-            self._reply(seen, resp.status, body, {**passed, "Via": "1.1 loopback-proxy"})
+            self.reply(seen, resp.status, body, {**passed, "Via": "1.1 loopback-proxy"})
         finally:
             upstream.close()
 
@@ -60,10 +60,10 @@ class _Handler(SeenHandler):
         try:
             host, _, port = self.path.rpartition(":")
             if self.proxy.credentials and self.headers.get("Proxy-Authorization") != self.proxy.expected_auth():
-                self._reply(seen, 407, b"proxy auth required", {"Proxy-Authenticate": 'Basic realm="test"'})
+                self.reply(seen, 407, b"proxy auth required", {"Proxy-Authenticate": 'Basic realm="test"'})
                 return
             if not ipaddress.ip_address(host.strip("[]")).is_loopback:
-                self._reply(seen, 403, b"this proxy only forwards to loopback", {})
+                self.reply(seen, 403, b"this proxy only forwards to loopback", {})
                 return
             with socket.create_connection((host.strip("[]"), int(port)), timeout=5) as upstream:
                 seen.status = 200
@@ -75,16 +75,6 @@ class _Handler(SeenHandler):
             pass
         finally:
             seen.finished_at = time.monotonic()
-
-    def _reply(self, seen: Seen, status: int, body: bytes, headers: dict[str, str]) -> None:
-        # Recorded before the reply goes out: a client that has its response may look at once.
-        seen.status, seen.bytes_sent = status, len(body)
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
 
 def _relay(one: socket.socket, other: socket.socket, stopping: Any) -> None:

@@ -80,13 +80,7 @@ class _Handler(SeenHandler):
 
     def answer(self, seen: Seen) -> None:
         status, headers, body = self.site.page(seen.path)
-        seen.status = status
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.reply(seen, status, body, headers)
 
 
 class SandboxSite(RecordingServer[Seen]):
