@@ -7,9 +7,10 @@ Part of :class:`crawl_platform.config.Settings`; :mod:`crawl_platform.fetch` and
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings
 
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
@@ -130,6 +131,13 @@ class FetchSettings(BaseSettings):
         'link-local, e.g. `["127.0.0.0/8"]`. Empty: only public addresses (the SSRF guard). `up` allows '
         '`127.0.0.0/8` for its demo site.',
     )
+    tls_ca_file: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_TLS_CA_FILE", "tls_ca_file"),
+        description="PEM file of certificate authorities the crawler trusts for the sites it crawls (an "
+        "intranet's private CA), besides its own: certifi's bundle for the fetcher, Chromium's roots for "
+        "rendering. Both check every certificate against them; rendering with it needs `certutil` (Debian: "
+        "`apt-get install libnss3-tools`). Empty: none.",
+    )
     parser: Literal["selectolax", "lxml", "bs4"] = Field(
         "selectolax", validation_alias=AliasChoices("CRAWL_PARSER", "parser"),
         description="The title, text and links extractor: `selectolax` (lexbor's HTML5 parser, the fastest), "
@@ -167,3 +175,17 @@ class FetchSettings(BaseSettings):
         "crawl's seeds) is parsed in the step, unless its run's workers are up already. Starting one "
         "costs more CPU than parsing a couple of hundred pages. 0: start them for any step.",
     )
+
+    @field_validator("tls_ca_file")
+    @classmethod
+    def _pem_certificates(cls, value: str) -> str:
+        """A CA file is read where the crawler starts, so a wrong path fails at once, in one line."""
+        if not value:
+            return value
+        try:
+            text = Path(value).read_text(encoding="ascii", errors="replace")
+        except OSError as err:
+            raise ValueError(f"cannot read it: {err.strerror or err}") from None
+        if "-----BEGIN CERTIFICATE-----" not in text:
+            raise ValueError("holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        return value

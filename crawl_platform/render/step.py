@@ -9,10 +9,10 @@ step, so a Dagster run gives it a step of its own (on a Celery queue of its own 
 
 Per page: the decision (:mod:`.decision`); then :class:`~.browsers.BrowserPool` loads the page from
 its archived response through the guard proxy, with the crawl's User-Agent, its gap per host
-counted from the fetch step's last request to the host, and the host's robots.txt for the page's
-own plain-HTTP requests. A page whose rendering fails keeps its HTTP parse and records why. The
-rendered DOMs (and screenshots) go to one new WARC file of the shard, each a ``conversion`` record
-pointing at the page's response record.
+counted from the fetch step's last request to the host, and the host's robots.txt for every
+request of the page to that host, over HTTP or HTTPS. A page whose rendering fails keeps its HTTP
+parse and records why. The rendered DOMs (and screenshots) go to one new WARC file of the shard,
+each a ``conversion`` record pointing at the page's response record.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ class ShardRenderer:
                  browsers: int = 2, pages_per_browser: int = 50, timeout_s: float = 20.0,
                  max_memory_mb: int = 1024, host_delay_s: float = 0.25, min_host_delay_s: float = 0.0,
                  connect_timeout_s: float = 5.0, archive: Folder | None = None, parser: ParserEngine = DEFAULT_ENGINE,
-                 main_content: bool = True, max_links: int = MAX_LINKS_PER_PAGE) -> None:
+                 main_content: bool = True, max_links: int = MAX_LINKS_PER_PAGE, ca_file: str = "") -> None:
         self.guard = guard
+        self.ca_file = ca_file  # CRAWL_TLS_CA_FILE: the browsers trust its CAs, as the fetcher does
         self.allowed = allowed  # CRAWL_RENDER_ALLOWED
         self.browser_path = browser_path
         self.browsers = browsers
@@ -77,7 +78,8 @@ class ShardRenderer:
                    max_memory_mb=settings.render_max_memory_mb, host_delay_s=settings.host_delay_ms / 1000.0,
                    min_host_delay_s=settings.min_host_delay_ms / 1000.0,
                    connect_timeout_s=settings.connect_timeout_s, archive=archive, parser=settings.parser,
-                   main_content=settings.main_content, max_links=settings.max_links_per_page)
+                   main_content=settings.main_content, max_links=settings.max_links_per_page,
+                   ca_file=settings.tls_ca_file)
 
     def render(self, shard: ShardResult, batch_id: str = "", name: str = "s0") -> ShardResult:
         """The shard with its pages that need it rendered (untouched when none of its crawls render)."""
@@ -94,7 +96,7 @@ class ShardRenderer:
         decisions = self._decide(shard, context)
         wanted = [url for url, d in decisions.items() if d.render]
         problem = None if self.allowed else "rendering is off on this platform (CRAWL_RENDER_ALLOWED=false)"
-        problem = problem or (rendering_problem(self.browser_path) if wanted else None)
+        problem = problem or (rendering_problem(self.browser_path, self.ca_file) if wanted else None)
         outcomes: dict[str, Rendered] = {}
         if wanted and problem is None:
             outcomes = self._pool_for().render_all(self._jobs(shard, context, wanted))
@@ -192,14 +194,15 @@ class ShardRenderer:
     def _pool_for(self) -> BrowserPool:
         if self._pool is None:
             from crawl_platform.render.browsers import BrowserPool  # noqa: PLC0415 - imports Playwright
-            from crawl_platform.render.guard_proxy import HostGate  # noqa: PLC0415
+            from crawl_platform.render.page_requests import HostGate  # noqa: PLC0415
 
             executable = find_browser(self.browser_path)
             if executable is None:  # rendering_problem said so before any caller gets here
-                raise RuntimeError(rendering_problem(self.browser_path) or "no browser")
+                raise RuntimeError(rendering_problem(self.browser_path, self.ca_file) or "no browser")
             self._pool = BrowserPool(executable, self.guard, HostGate(self.host_delay_s), browsers=self.browsers,
                                      pages_per_browser=self.pages_per_browser, timeout_s=self.timeout_s,
-                                     max_memory_mb=self.max_memory_mb, connect_timeout_s=self.connect_timeout_s)
+                                     max_memory_mb=self.max_memory_mb, connect_timeout_s=self.connect_timeout_s,
+                                     ca_file=self.ca_file)
         return self._pool
 
     def _archive(self, shard: ShardResult, doms: dict[str, Rendered], batch_id: str, name: str,
