@@ -10,7 +10,10 @@ and XHR calls, its frames), and for each one
   anything leaves the browser, and recorded as ``URL: disallowed by robots.txt``;
 - waits for its host's turn on the crawl's :class:`HostGate`, lets the request go, and holds the
   turn until the request has ended (its response read, or its failure), so a host's requests go one
-  at a time, each starting at least the host's gap after the previous one ended.
+  at a time, each starting at least the host's gap after the previous one ended. The end is what
+  the page's renderer reports, and a renderer whose main thread never returns (a script that loops)
+  reports none: a request holds the turn for at most :data:`LONGEST_HOLD_S`, so one hung page
+  does not stall its host for the pages rendering beside it.
 
 Playwright hands a route the first request of a redirect chain only: the browser follows the
 redirect itself, within the turn of the request it answers. The navigation to the page is
@@ -32,6 +35,7 @@ from crawl_platform.fetch.politeness import origin_of
 # Whether robots.txt lets the crawl fetch a URL.
 RobotsCheck = Callable[[str], bool]
 _ROUTED_SCHEMES = ("http://", "https://")
+LONGEST_HOLD_S = 3.0  # a request whose end is not reported by then lets its host's next one go
 
 
 class HostGate:
@@ -123,7 +127,7 @@ class PageRequests:
             except Exception:  # the page closed under it: the request never left
                 self._ends.pop(request, None)
                 return
-            await ended
+            await asyncio.wait((ended,), timeout=LONGEST_HOLD_S)
 
     def _ended(self, request: Any) -> None:
         ended = self._ends.pop(request, None)
