@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from crawl_platform.fetch.netguard import NetworkGuard
+from crawl_platform.fetch.robots import RobotsCache
 from crawl_platform.render.guard_proxy import GuardProxy
-from crawl_platform.render.page_requests import HostGate, PageRequests
+from crawl_platform.render.page_requests import HostGate, PageRequests, PageRobots
 from crawl_platform.render.trust import nss_home
 
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"})
@@ -60,7 +61,6 @@ class RenderJob:
     body: bytes
     user_agent: str
     screenshot: bool = False
-    allows: Callable[[str], bool] | None = None  # robots.txt of the page's host, for every request
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,10 @@ class BrowserPool:
 
     def __init__(self, executable: str, guard: NetworkGuard, gate: HostGate, *, browsers: int = 2,
                  pages_per_browser: int = 50, timeout_s: float = 20.0, max_memory_mb: int = 1024,
-                 connect_timeout_s: float = 5.0, ca_file: str = "") -> None:
+                 connect_timeout_s: float = 5.0, ca_file: str = "", robots: RobotsCache | None = None) -> None:
+        """``robots``: the robots.txt of the hosts the pages ask for (None: robots.txt not obeyed)."""
         self.executable = executable
+        self.robots = PageRobots(robots, gate) if robots is not None else None
         self.ca_file = ca_file  # CAs the browsers trust besides their own roots (CRAWL_TLS_CA_FILE)
         self._home: str | None = None  # the browsers' HOME, whose NSS database trusts them
         self.guard = guard
@@ -192,9 +194,10 @@ class _Slot:
             await self.shut()
             return Rendered(job.url, None, f"the browser did not start: {_one_line(err)}")
         self.proxy.take_log()
-        self.proxy.allows = job.allows
+        robots = self.pool.robots
+        self.proxy.allows = robots.known_allows(job.user_agent) if robots is not None else None
         html = shot = error = None
-        requests = PageRequests(self.pool.gate, job.allows)
+        requests = PageRequests(self.pool.gate, robots, job.user_agent)
         try:
             html, shot = await asyncio.wait_for(self._load(job, requests), self.pool.timeout_s)
         except TimeoutError:

@@ -5,9 +5,9 @@ need a request's URL live here, on the browser's side of TLS: :class:`PageReques
 Playwright route for every request of a page's browser context (its sub-resources, ``fetch()``
 and XHR calls, its frames), and for each one
 
-- asks the page's :class:`RobotsCheck` (the host's robots.txt, read by the fetcher's own
-  :class:`~crawl_platform.fetch.robots_rules.RobotsRules`); a URL it disallows is aborted before
-  anything leaves the browser, and recorded as ``URL: disallowed by robots.txt``;
+- asks :class:`PageRobots` whether the robots.txt of the request's host lets the crawl's
+  User-Agent fetch it; a URL it disallows is aborted before anything leaves the browser, and
+  recorded as ``URL: disallowed by robots.txt``;
 - waits for its host's turn on the crawl's :class:`HostGate`, lets the request go, and holds the
   turn until the request has ended (its response read, or its failure), so a host's requests go one
   at a time, each starting at least the host's gap after the previous one ended. The end is what
@@ -18,8 +18,14 @@ and XHR calls, its frames), and for each one
 Playwright hands a route the first request of a redirect chain only: the browser follows the
 redirect itself, within the turn of the request it answers. The navigation to the page is
 answered from its archived response by a page route, which runs before this one, so it is not
-paced twice (the fetch step paced it). One :class:`PageRequests` serves one page; the gate is
-shared by every browser of a render step. asyncio only, in the render loop (:mod:`.browsers`).
+paced twice (the fetch step paced it). One :class:`PageRequests` serves one page; the gate and
+:class:`PageRobots` are shared by every browser of a render step. asyncio only, in the render loop
+(:mod:`.browsers`).
+
+:class:`PageRobots` is the fetcher's :class:`~crawl_platform.fetch.robots.RobotsCache` (the same
+RFC 9309 reading, expiry and error rules), primed with the robots.txt the fetch step read for the
+pages' own hosts; another host's robots.txt is fetched the first time a page asks that host for
+something, in that host's turn and through the network guard, like the fetcher's.
 """
 
 from __future__ import annotations
@@ -30,10 +36,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from crawl_platform.fetch.netguard import BlockedAddressError
 from crawl_platform.fetch.politeness import origin_of
+from crawl_platform.fetch.robots import RobotsCache
 
-# Whether robots.txt lets the crawl fetch a URL.
-RobotsCheck = Callable[[str], bool]
 _ROUTED_SCHEMES = ("http://", "https://")
 LONGEST_HOLD_S = 3.0  # a request whose end is not reported by then lets its host's next one go
 
@@ -78,15 +84,50 @@ class HostGate:
                 self._last_end[origin] = time.monotonic()
 
 
+class PageRobots:
+    """robots.txt of every host the rendered pages ask for, from the fetcher's cache (thread-safe,
+    so a fetch runs on a worker thread while the render loop goes on)."""
+
+    def __init__(self, cache: RobotsCache, gate: HostGate) -> None:
+        self.cache = cache
+        self.gate = gate
+        self._fetching: dict[str, asyncio.Lock] = {}  # one fetch per host, the others wait for it
+
+    async def allows(self, url: str, user_agent: str) -> bool | None:
+        """Whether the host's robots.txt lets ``user_agent`` fetch ``url``, fetching it first when
+        the cache has none; None when the network guard refuses the host (the guard proxy then
+        refuses the request itself, with the guard's reason)."""
+        origin = origin_of(url)
+        try:
+            if not self.cache.known(origin):
+                async with self._fetching.setdefault(origin, asyncio.Lock()):
+                    if not self.cache.known(origin):
+                        async with self.gate.turn(origin):
+                            await asyncio.to_thread(self.cache.policy, origin)
+            return self.cache.policy(origin).allows(url, user_agent)
+        except BlockedAddressError:
+            return None
+
+    def known_allows(self, user_agent: str) -> Callable[[str], bool]:
+        """A check that needs no fetch: a URL of a host whose robots.txt the cache holds, against
+        it; any other URL passes (for the proxy, which sees only plain-HTTP redirect hops)."""
+        def allows(url: str) -> bool:
+            origin = origin_of(url)
+            return not self.cache.known(origin) or self.cache.policy(origin).allows(url, user_agent)
+        return allows
+
+
 class PageRequests:
     """The route of one page's browser context: robots.txt, then the host's turn, per request.
 
     Register it with :meth:`attach`; ``refused`` lists the requests robots.txt refused, and
     :meth:`release` (when the page is done) lets go of the turns of requests still in flight."""
 
-    def __init__(self, gate: HostGate, allows: RobotsCheck | None) -> None:
+    def __init__(self, gate: HostGate, robots: PageRobots | None, user_agent: str) -> None:
+        """``robots`` None: the crawl does not obey robots.txt (``CRAWL_OBEY_ROBOTS=false``)."""
         self.gate = gate
-        self.allows = allows
+        self.robots = robots
+        self.user_agent = user_agent
         self.refused: list[str] = []
         self._closed = asyncio.Event()
         self._ends: dict[Any, asyncio.Future[None]] = {}  # Playwright Request -> its end
@@ -111,7 +152,7 @@ class PageRequests:
             with contextlib.suppress(Exception):
                 await route.continue_()
             return
-        if self.allows is not None and not self.allows(url):
+        if self.robots is not None and await self.robots.allows(url, self.user_agent) is False:
             self.refused.append(f"{url}: disallowed by robots.txt")
             with contextlib.suppress(Exception):  # the page may be closing
                 await route.abort("blockedbyclient")

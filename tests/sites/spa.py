@@ -13,7 +13,9 @@ script polls for ever (the network never settles); and ``/trap/busy``, whose scr
 Every request is recorded as a ``Seen`` (the secret server's too, so a test sees it was never reached).
 
 With ``robots_trap=True`` ``/`` also links ``/trap/robots``, whose script asks for
-``/private-api/stock`` (robots.txt disallows it) and then builds its page like any other. With
+``/private-api/stock`` (robots.txt disallows it), and with ``elsewhere`` (another host's base URL,
+another ``SpaSite``) for ``<elsewhere>/private-api/stock`` and ``<elsewhere>/app.js`` too, and then
+builds its page like any other. With
 ``tls`` (a :class:`~tests.sites.alert_receivers.LoopbackCertificate`) the site is served over HTTPS
 with that certificate, and ``base_url`` is ``https://127.0.0.1:<port>``.
 """
@@ -52,7 +54,7 @@ for (const url of ['http://169.254.169.254/latest/meta-data/', '{secret}/from-sc
                    '/private-api/orders'])
   fetch(url).catch(() => null);
 """
-ROBOTS_JS = "fetch('/private-api/stock').catch(() => null);"
+ROBOTS_JS = "for (const url of {urls}) fetch(url).catch(() => null);"
 SPIN_JS = "setInterval(() => fetch('/api/poll?' + Date.now()).catch(() => null), 150);"
 BUSY_JS = "for (;;) {}"
 
@@ -89,7 +91,7 @@ class _SecretHandler(SeenHandler):
 
 
 class SpaSite(RecordingServer[Seen]):
-    def __init__(self, products: int = 8, *, traps: bool = False, robots_trap: bool = False,
+    def __init__(self, products: int = 8, *, traps: bool = False, robots_trap: bool = False, elsewhere: str = "",
                  tls: LoopbackCertificate | None = None) -> None:
         site = self
 
@@ -106,6 +108,7 @@ class SpaSite(RecordingServer[Seen]):
         self.products = products
         self.traps = traps
         self.robots_trap = robots_trap
+        self.elsewhere = elsewhere
         self.secret: RecordingServer[Seen] | None = None
         if traps:
             self.secret = RecordingServer(_SecretHandler, host="127.0.0.2", name="spa-secret", lifetime_s=600)
@@ -148,7 +151,10 @@ class SpaSite(RecordingServer[Seen]):
             script = PRIVATE_JS.replace("{secret}", self.secret.base_url)
             return 200, html, SHELL.format(title="private", extra=f"<script>{script}</script>").encode(), {}
         if path == "/trap/robots" and self.robots_trap:
-            return 200, html, SHELL.format(title="robots", extra=f"<script>{ROBOTS_JS}</script>").encode(), {}
+            urls = ["/private-api/stock", *([f"{self.elsewhere}/private-api/stock", f"{self.elsewhere}/app.js"]
+                                            if self.elsewhere else [])]
+            script = ROBOTS_JS.replace("{urls}", json.dumps(urls))
+            return 200, html, SHELL.format(title="robots", extra=f"<script>{script}</script>").encode(), {}
         if path == "/trap/spin" and self.traps:
             return 200, html, SHELL.format(title="spin", extra=f"<script>{SPIN_JS}</script>").encode(), {}
         if path == "/trap/busy" and self.traps:

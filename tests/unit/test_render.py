@@ -229,15 +229,22 @@ def test_rendered_pages_keep_the_host_gap_from_the_servers_log(settings, bus, st
 
 def test_over_https_robots_txt_refuses_a_sub_request_before_it_leaves_and_the_crawl_goes_on(
         settings, bus, store, tmp_path):
+    """The trap page asks its own host and another one (its robots.txt read the first time) for a
+    disallowed path and, of the other host, for an allowed one."""
     certificate = LoopbackCertificate(tmp_path)
-    with SpaSite(products=2, robots_trap=True, tls=certificate) as spa:
+    with SpaSite(products=0, tls=certificate) as other, \
+            SpaSite(products=2, robots_trap=True, elsewhere=other.base_url, tls=certificate) as spa:
         _crawl(settings, bus, store, spa, "https", "always", ca_file=str(certificate.ca_file))
         seen = [s.path for s in spa.requests]
+        seen_elsewhere = [s.path for s in other.requests]
     assert spa.base_url.startswith("https://")
     pages = _pages(store, "https")
     assert sorted(pages) == sorted(spa.pages)
     trap = spa.base_url + "/trap/robots"
-    assert pages[trap] == (True, "always", None, [f"{spa.base_url}/private-api/stock: disallowed by robots.txt"])
+    assert pages[trap][:3] == (True, "always", None)
+    assert sorted(pages[trap][3]) == sorted([f"{spa.base_url}/private-api/stock: disallowed by robots.txt",
+                                             f"{other.base_url}/private-api/stock: disallowed by robots.txt"])
+    assert seen_elsewhere == ["/robots.txt", "/app.js"]
     others = {url: row for url, row in pages.items() if url != trap}
     assert others == dict.fromkeys(others, (True, "always", None, None))
     assert not [path for path in seen if path.startswith("/private-api/")]  # refused inside the browser
