@@ -122,7 +122,8 @@ class FetchSettings(BaseSettings):
         True, validation_alias=AliasChoices("CRAWL_OBEY_ROBOTS", "obey_robots"),
         description="Obey robots.txt (RFC 9309), cached per origin in the `hosts` table for 24 h. A 4xx "
         "means allow all. A 5xx or network error means the host is skipped and its URLs land as failures; "
-        "it is tried again after 5 minutes.",
+        "it is tried again after 5 minutes. Rendered pages' own requests obey it too, each against its "
+        "host's robots.txt.",
     )
     allowed_networks: list[str] = Field(
         default_factory=list,
