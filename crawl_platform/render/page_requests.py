@@ -152,11 +152,19 @@ class PageRequests:
             with contextlib.suppress(Exception):
                 await route.continue_()
             return
-        if self.robots is not None and await self.robots.allows(url, self.user_agent) is False:
-            self.refused.append(f"{url}: disallowed by robots.txt")
-            with contextlib.suppress(Exception):  # the page may be closing
-                await route.abort("blockedbyclient")
-            return
+        if self.robots is not None:
+            try:
+                allowed = await self.robots.allows(url, self.user_agent)
+            except Exception as err:  # a route left unanswered would hang the request: refuse it
+                message = " ".join(str(err).split())[:300]
+                allowed, reason = False, f"robots.txt not read ({type(err).__name__}: {message})"
+            else:
+                reason = "disallowed by robots.txt"
+            if allowed is False:
+                self.refused.append(f"{url}: {reason}")
+                with contextlib.suppress(Exception):  # the page may be closing
+                    await route.abort("blockedbyclient")
+                return
         ended = asyncio.get_running_loop().create_future()
         self._ends[request] = ended
         async with self.gate.turn(origin_of(url), self._closed) as granted:
