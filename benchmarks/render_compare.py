@@ -15,7 +15,8 @@ link of the host, rendering every page, two pages at a time:
 
 For each: rendered pages, wall seconds, rendered pages/s, CPU seconds of the whole process tree
 (the crawler and its browsers, from ``getrusage`` of reaped children) and per rendered page, and
-the peak RSS and PSS summed over the tree. Rounds alternate the two (``--rounds``).
+the peak RSS and PSS summed over the tree. Rounds alternate the two (``--rounds``);
+``--crawlers platform`` runs the platform alone (Crawlee comes with the ``bench`` extra).
 
     .venv/bin/python benchmarks/render_compare.py --products 60 --rounds 2
 """
@@ -115,6 +116,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--products", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--crawlers", default="platform,crawlee",
+                        help="which to run, comma-separated (crawlee needs the bench extra)")
     parser.add_argument("--run", choices=("platform", "crawlee"), help=argparse.SUPPRESS)
     parser.add_argument("--seed", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -128,7 +131,8 @@ def main() -> None:
     with SpaSite(products=args.products) as site:
         seed = site.base_url + "/"
         for round_ in range(1, args.rounds + 1):
-            for kind in ("platform", "crawlee") if round_ % 2 else ("crawlee", "platform"):
+            order = ("platform", "crawlee") if round_ % 2 else ("crawlee", "platform")
+            for kind in [k for k in order if k in args.crawlers.split(",")]:
                 load = loadavg()
                 r = measure(kind, seed)
                 rows.append((kind, round_, r))
@@ -139,6 +143,8 @@ def main() -> None:
     print(f"\n{'crawler':8} | pages | pages/s | CPU s/page | peak RSS MB | peak PSS MB")
     for kind in ("platform", "crawlee"):
         mine = [r for k, _n, r in rows if k == kind]
+        if not mine:
+            continue
         rate = sum(r["pages"] / r["seconds"] for r in mine) / len(mine)
         cpu = sum(r["cpu_s"] / max(1, r["pages"]) for r in mine) / len(mine)
         print(f"{kind:8} | {mine[0]['pages']} | {rate:.2f} | {cpu:.3f} | "

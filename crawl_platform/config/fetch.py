@@ -7,9 +7,10 @@ Part of :class:`crawl_platform.config.Settings`; :mod:`crawl_platform.fetch` and
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings
 
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
@@ -122,7 +123,8 @@ class FetchSettings(BaseSettings):
         True, validation_alias=AliasChoices("CRAWL_OBEY_ROBOTS", "obey_robots"),
         description="Obey robots.txt (RFC 9309), cached per origin in the `hosts` table for 24 h. A 4xx "
         "means allow all. A 5xx or network error means the host is skipped and its URLs land as failures; "
-        "it is tried again after 5 minutes.",
+        "it is tried again after 5 minutes. Rendered pages' own requests obey it too, each against its "
+        "host's robots.txt.",
     )
     allowed_networks: list[str] = Field(
         default_factory=list,
@@ -130,6 +132,13 @@ class FetchSettings(BaseSettings):
         description='JSON list of CIDRs the fetcher may reach although they are loopback, private or '
         'link-local, e.g. `["127.0.0.0/8"]`. Empty: only public addresses (the SSRF guard). `up` allows '
         '`127.0.0.0/8` for its demo site.',
+    )
+    tls_ca_file: str = Field(
+        "", validation_alias=AliasChoices("CRAWL_TLS_CA_FILE", "tls_ca_file"),
+        description="PEM file of certificate authorities the crawler trusts for the sites it crawls (an "
+        "intranet's private CA), besides its own: certifi's bundle for the fetcher, Chromium's roots for "
+        "rendering. Both check every certificate against them; rendering with it needs `certutil` (Debian: "
+        "`apt-get install libnss3-tools`). Empty: none.",
     )
     parser: Literal["selectolax", "lxml", "bs4"] = Field(
         "selectolax", validation_alias=AliasChoices("CRAWL_PARSER", "parser"),
@@ -168,3 +177,17 @@ class FetchSettings(BaseSettings):
         "crawl's seeds) is parsed in the step, unless its run's workers are up already. Starting one "
         "costs more CPU than parsing a couple of hundred pages. 0: start them for any step.",
     )
+
+    @field_validator("tls_ca_file")
+    @classmethod
+    def _pem_certificates(cls, value: str) -> str:
+        """A CA file is read where the crawler starts, so a wrong path fails at once, in one line."""
+        if not value:
+            return value
+        try:
+            text = Path(value).read_text(encoding="ascii", errors="replace")
+        except OSError as err:
+            raise ValueError(f"cannot read it: {err.strerror or err}") from None
+        if "-----BEGIN CERTIFICATE-----" not in text:
+            raise ValueError("holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        return value

@@ -110,6 +110,7 @@ class Fetcher:
         host_concurrency: int = 1,
         min_host_delay_s: float = 0.0,
         max_host_concurrency: int = 64,
+        ca_file: str = "",
     ) -> None:
         self.user_agent = user_agent
         self.max_redirects = max_redirects
@@ -125,7 +126,8 @@ class Fetcher:
         self.transport = Transport(NetworkGuard(allowed_networks), connect_timeout_s, read_timeout_s,
                                    deadline_s, max_body_bytes, ProxyPool(proxies),
                                    connections_per_host=max(4, max(self.host_concurrency,
-                                                                   min(self.max_host_concurrency, 64)) + 2))
+                                                                   min(self.max_host_concurrency, 64)) + 2),
+                                   ca_file=ca_file)
         self.pacer = HostPacer(host_delay_s, max_delay_s=max_host_delay_s, slow_response_s=slow_response_s,
                                concurrency=self.host_concurrency)
         self.robots = RobotsCache(
@@ -160,6 +162,7 @@ class Fetcher:
             slow_response_s=settings.slow_response_ms / 1000.0,
             proxies=(ProxyPool.from_settings_list(settings.proxies, settings.secrets()).proxies
                      if settings.proxies else ()),
+            ca_file=settings.tls_ca_file,
         )
 
     # --- host state shared across runs -----------------------------------------------------------

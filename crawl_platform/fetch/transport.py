@@ -26,6 +26,7 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -184,13 +185,16 @@ class _WatchedHTTPSConnection(_WatchedConnectionMixin, HTTPSConnection):
 class GuardedAdapter(HTTPAdapter):
     """A requests adapter whose direct connections obey ``guard`` and all connections the deadline."""
 
-    def __init__(self, guard: NetworkGuard, pool_maxsize: int = 4) -> None:
+    def __init__(self, guard: NetworkGuard, pool_maxsize: int = 4, extra_ca_pem: str = "") -> None:
         self._guard = guard
+        # Certificates to trust besides certifi's bundle (which requests names per request): urllib3
+        # loads both into each connection's context. urllib3 drops it for plain-HTTP pools.
+        self._tls = {"ca_cert_data": extra_ca_pem} if extra_ca_pem else {}
         super().__init__(pool_connections=256, pool_maxsize=pool_maxsize, max_retries=0)
 
     def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
                          **pool_kwargs: Any) -> None:
-        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+        super().init_poolmanager(connections, maxsize, block, **self._tls, **pool_kwargs)
         bound = {"guard": self._guard}
         http_conn = type("GuardedHTTPConnection", (_GuardedHTTPConnection,), bound)
         https_conn = type("GuardedHTTPSConnection", (_GuardedHTTPSConnection,), bound)
@@ -200,7 +204,7 @@ class GuardedAdapter(HTTPAdapter):
         }
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        manager = super().proxy_manager_for(proxy, **self._tls, **proxy_kwargs)
         manager.pool_classes_by_scheme = {
             "http": type("WatchedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": _WatchedHTTPConnection}),
             "https": type("WatchedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": _WatchedHTTPSConnection}),
@@ -219,8 +223,10 @@ class Transport:
 
     def __init__(self, guard: NetworkGuard, connect_timeout_s: float = 5.0, read_timeout_s: float = 15.0,
                  deadline_s: float = 30.0, max_body_bytes: int = 10 * 1024 * 1024,
-                 proxies: ProxyPool | None = None, connections_per_host: int = 4) -> None:
+                 proxies: ProxyPool | None = None, connections_per_host: int = 4, ca_file: str = "") -> None:
+        """``ca_file``: a PEM file of certificate authorities trusted besides certifi's (CRAWL_TLS_CA_FILE)."""
         self.guard = guard
+        self.extra_ca_pem = Path(ca_file).read_text(encoding="ascii") if ca_file else ""
         # Keep-alive connections kept per host. Beyond it urllib3 opens extra ones and drops them
         # with a warning, so it must cover a host's requests in flight (CRAWL_HOST_CONCURRENCY).
         self.connections_per_host = connections_per_host
@@ -315,7 +321,8 @@ class Transport:
             if self._shared is None:
                 session = requests.Session()
                 session.trust_env = False  # never route crawl traffic through an ambient proxy or .netrc
-                adapter = GuardedAdapter(self.guard, pool_maxsize=self.connections_per_host)
+                adapter = GuardedAdapter(self.guard, pool_maxsize=self.connections_per_host,
+                                         extra_ca_pem=self.extra_ca_pem)
                 session.mount("http://", adapter)
                 session.mount("https://", adapter)
                 self._shared = session

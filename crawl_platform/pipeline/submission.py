@@ -107,7 +107,7 @@ def render_refusal(request: CrawlRequest, settings: Settings) -> str | None:
         return f"render {request.render}: this platform does not render pages (CRAWL_RENDER_ALLOWED=false)"
     from crawl_platform.render import rendering_problem  # noqa: PLC0415 - only rendering crawls look
 
-    return rendering_problem(settings.browser_path)
+    return rendering_problem(settings.browser_path, settings.tls_ca_file)
 
 
 def submit_crawl(bus: Bus, request: CrawlRequest) -> None:

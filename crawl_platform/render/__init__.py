@@ -17,6 +17,8 @@ import importlib.util
 import os
 import shutil
 
+from crawl_platform.render.trust import trust_problem
+
 DEFAULT_BROWSER = "/usr/bin/chromium"
 INSTALL_HINT = "install Chromium (Debian: apt-get install chromium) or set CRAWL_BROWSER_PATH"
 
@@ -31,11 +33,12 @@ def find_browser(browser_path: str = "") -> str | None:
     return None
 
 
-def rendering_problem(browser_path: str = "") -> str | None:
-    """Why this machine cannot render, in one line naming what to install; None when it can."""
+def rendering_problem(browser_path: str = "", ca_file: str = "") -> str | None:
+    """Why this machine cannot render (with ``CRAWL_TLS_CA_FILE`` ``ca_file``), in one line naming
+    what to install; None when it can."""
     if importlib.util.find_spec("playwright") is None:
         return "rendering needs the playwright package: pip install 'playwright==1.65.*'"
     if find_browser(browser_path) is None:
         where = f"CRAWL_BROWSER_PATH {browser_path!r} is not an executable" if browser_path else "no Chromium found"
         return f"rendering needs a browser ({where}): {INSTALL_HINT}"
-    return None
+    return trust_problem(ca_file)

@@ -5,8 +5,9 @@ Dagster step, a Celery task or a test) and answers :meth:`BrowserPool.render_all
 :class:`RenderJob`. Each browser is a Chromium process this module starts itself (so it knows its
 process id, its memory and can kill it) and drives over the DevTools protocol with Playwright,
 which is imported here and nowhere else. Each browser has its own :class:`~.guard_proxy.GuardProxy`
-as its only way out; all of them share one :class:`~.guard_proxy.HostGate`, and the crawl's
-proxies when it has any (the guard proxies send every request on through them).
+as its only way out, sending every request on through the crawl's proxies when it has any; each
+page's requests are routed through a :class:`~.page_requests.PageRequests` (robots.txt, and the
+host's turn on the one :class:`~.page_requests.HostGate` all browsers share).
 
 A page is loaded from its archived HTTP response (the navigation is answered from it, so the server
 sees no second request for the page), in a fresh browser context with service workers blocked,
@@ -37,7 +38,10 @@ from typing import Any
 
 from crawl_platform.fetch.netguard import NetworkGuard
 from crawl_platform.fetch.proxies import ProxyPool
-from crawl_platform.render.guard_proxy import GuardProxy, HostGate
+from crawl_platform.fetch.robots import RobotsCache
+from crawl_platform.render.guard_proxy import GuardProxy
+from crawl_platform.render.page_requests import HostGate, PageRequests, PageRobots
+from crawl_platform.render.trust import nss_home
 
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"})
 _PR_SET_PDEATHSIG = 1
@@ -59,13 +63,13 @@ class RenderJob:
     body: bytes
     user_agent: str
     screenshot: bool = False
-    allows: Callable[[str], bool] | None = None  # robots.txt of the page's host, for its own requests
 
 
 @dataclass(frozen=True)
 class Rendered:
     """What rendering one page gave: its DOM (None on failure, ``error`` says why), the requests
-    the guard refused, a PNG screenshot if one was asked for, and the requests its proxy saw."""
+    the guard or robots.txt refused, a PNG screenshot if one was asked for, and the requests (or
+    tunnels) its proxy saw."""
 
     url: str
     html: str | None
@@ -81,8 +85,14 @@ class BrowserPool:
 
     def __init__(self, executable: str, guard: NetworkGuard, gate: HostGate, *, browsers: int = 2,
                  pages_per_browser: int = 50, timeout_s: float = 20.0, max_memory_mb: int = 1024,
-                 connect_timeout_s: float = 5.0, proxies: ProxyPool | None = None) -> None:
+                 connect_timeout_s: float = 5.0, ca_file: str = "", robots: RobotsCache | None = None,
+                 proxies: ProxyPool | None = None) -> None:
+        """``robots``: the robots.txt of the hosts the pages ask for (None: robots.txt not obeyed);
+        ``proxies``: the crawl's (``CRAWL_PROXIES``), None for none."""
         self.executable = executable
+        self.robots = PageRobots(robots, gate) if robots is not None else None
+        self.ca_file = ca_file  # CAs the browsers trust besides their own roots (CRAWL_TLS_CA_FILE)
+        self._home: str | None = None  # the browsers' HOME, whose NSS database trusts them
         self.guard = guard
         self.gate = gate
         self.browsers = max(1, browsers)
@@ -134,7 +144,7 @@ class BrowserPool:
         if self._free is None:
             self._free = asyncio.Queue()
             for _ in range(self.browsers):
-                slot = _Slot(self, GuardProxy(self.guard, self.gate, self.connect_timeout_s, self.proxies))
+                slot = _Slot(self, GuardProxy(self.guard, self.connect_timeout_s, self.proxies))
                 self._slots.append(slot)
                 self._free.put_nowait(slot)
         results = await asyncio.gather(*(self._render_one(job) for job in jobs))
@@ -148,6 +158,12 @@ class BrowserPool:
         finally:
             self._free.put_nowait(slot)
 
+    async def trusting_home(self) -> str:
+        """The browsers' ``HOME``, made once: its NSS database trusts the CAs of :attr:`ca_file`."""
+        if self._home is None:
+            self._home = await asyncio.to_thread(nss_home, self.ca_file)
+        return self._home
+
     async def _close(self) -> None:
         for slot in self._slots:
             await slot.shut()
@@ -156,6 +172,9 @@ class BrowserPool:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._playwright.stop(), 10)
             self._playwright = None
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
 
 
 class _Slot:
@@ -180,10 +199,12 @@ class _Slot:
             await self.shut()
             return Rendered(job.url, None, f"the browser did not start: {_one_line(err)}")
         self.proxy.take_log()
-        self.proxy.allows = job.allows
+        robots = self.pool.robots
+        self.proxy.allows = robots.known_allows(job.user_agent) if robots is not None else None
         html = shot = error = None
+        requests = PageRequests(self.pool.gate, robots, job.user_agent)
         try:
-            html, shot = await asyncio.wait_for(self._load(job), self.pool.timeout_s)
+            html, shot = await asyncio.wait_for(self._load(job, requests), self.pool.timeout_s)
         except TimeoutError:
             error = f"the page did not settle within {self.pool.timeout_s:g} s"
         except Exception as err:  # whatever the browser raised is this page's failure
@@ -204,18 +225,19 @@ class _Slot:
         if crashed or error is not None or self.pages >= self.pool.pages_per_browser \
                 or _tree_memory_mb(self.process) > self.pool.max_memory_mb:
             await self.shut()  # a page that failed may have left the browser hung: the next gets a fresh one
-        return Rendered(job.url, html, error, tuple(log.refused), shot, time.monotonic() - clock, log.requests)
+        return Rendered(job.url, html, error, (*requests.refused, *log.refused), shot, time.monotonic() - clock,
+                        log.requests)
 
-    async def _load(self, job: RenderJob) -> tuple[str, bytes | None]:
+    async def _load(self, job: RenderJob, requests: PageRequests) -> tuple[str, bytes | None]:
         context, page = await self._page_for(job.user_agent)
         try:
+            await requests.attach(context)
             headers = {k: v for k, v in job.headers if k.lower() not in _DROPPED_HEADERS}
 
             async def answer(route: Any) -> None:
                 await route.fulfill(status=job.status, headers=headers, body=job.body)
 
-            # A pattern, not a function: the driver matches it, so the page's other requests are not
-            # handed to Python one by one.
+            # A page route runs before the context's: the navigation is answered here, not paced again.
             await page.route(re.compile("^" + re.escape(job.final_url) + "$"), answer)
             quiet = _Quiet(page)
             await page.goto(job.final_url, wait_until="load")
@@ -230,6 +252,7 @@ class _Slot:
             shot = await page.screenshot(type="png") if job.screenshot else None
             return html, shot
         finally:
+            requests.release()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(context.close(), CLOSE_TIMEOUT_S)
 
@@ -283,7 +306,10 @@ class _Slot:
                 "--disable-renderer-backgrounding",
                 f"--proxy-server=http://127.0.0.1:{self.port}", "--proxy-bypass-list=<-loopback>",
                 f"--js-flags=--max-old-space-size={memory}", "about:blank"]
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        env = None
+        if self.pool.ca_file:
+            env = {**os.environ, "HOME": await self.pool.trusting_home()}
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
                                         stderr=subprocess.DEVNULL, start_new_session=True,
                                         preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, async-signal-safe
         self.pool.launches += 1

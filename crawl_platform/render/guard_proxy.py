@@ -8,16 +8,17 @@ bypassed), so each request meets the same rules as the fetcher's:
   an address :class:`~crawl_platform.fetch.netguard.NetworkGuard` accepts, and checks the
   connected peer again, so DNS rebinding, scripts and redirects to internal addresses are refused
   like the fetcher's. A refused request gets a ``403`` and is recorded with its reason.
-- **Politeness per host.** :class:`HostGate` spaces the browser's requests per origin: plain HTTP
-  requests one at a time, each starting at least the host's gap after the previous one ended (the
-  proxy asks the server to close each connection, so a request's end is the connection's). An
-  HTTPS tunnel (``CONNECT``) is opaque: the proxy spaces the tunnels it opens by the same gap, and
-  the requests inside one reuse it as the browser chooses.
-- **robots.txt** of the page's own host applies to its plain HTTP requests (a tunnel hides paths).
+- **robots.txt** of the page's own host applies to its plain HTTP requests (a tunnel hides paths):
+  the redirect hops the browser follows on its own, since the page's route
+  (:mod:`.page_requests`) has checked every other request already.
 - **The crawl's proxies** (``CRAWL_PROXIES``), when it has any: each request then leaves through
   the next healthy one (:mod:`.upstream`), a tunnel as a ``CONNECT`` to it and a plain request in
   absolute form, as the fetcher's do. The proxy resolves the name, so the guard checks what the
   name resolves to here before the request, as the fetcher does through a proxy.
+
+Politeness is not the proxy's: an HTTPS tunnel hides its requests, so the page's route paces every
+request, whatever its scheme, on the browser's side of TLS (:class:`~.page_requests.HostGate`).
+Pacing here too would count a request twice, and wait on the very turn its route holds.
 
 One proxy serves one browser, which renders one page at a time, so what it records (:class:`ProxyLog`)
 is that page's. Runs in the render loop (:mod:`.browsers`); asyncio only, no thread of its own.
@@ -28,58 +29,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from crawl_platform.fetch.netguard import NetworkGuard
-from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.fetch.proxies import ProxyPool
 from crawl_platform.render.upstream import Streams, TunnelRefusedError, UpstreamError, authorization, open_upstream
 
 MAX_HEAD_BYTES = 64 * 1024
 _HOP_HEADERS = frozenset({"proxy-connection", "proxy-authorization", "connection", "keep-alive"})
-
-
-class HostGate:
-    """Per-origin gaps for a browser pool's requests (asyncio; one per render loop)."""
-
-    def __init__(self, delay_s: float) -> None:
-        self.delay_s = delay_s  # the gap of an origin no crawl set one for
-        self._delays: dict[str, float] = {}
-        self._last_end: dict[str, float] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self.requests: dict[str, int] = {}  # requests (or tunnels) let through, by origin
-
-    def prime(self, origin: str, delay_s: float, last_contact: float | None = None) -> None:
-        """Give ``origin`` its gap (the longest one asked for wins) and, as a ``time.monotonic()``,
-        when another step last finished a request to it, so the first request here keeps the gap."""
-        self._delays[origin] = max(delay_s, self._delays.get(origin, 0.0))
-        if last_contact is not None:
-            self._last_end[origin] = max(last_contact, self._last_end.get(origin, float("-inf")))
-
-    @contextlib.asynccontextmanager
-    async def turn(self, origin: str, hold: bool = True) -> AsyncIterator[None]:
-        """One request to ``origin``: waits until the gap after the previous one's end has passed.
-        With ``hold`` the next waits for this one to end; without (a tunnel), only its start counts."""
-        lock = self._locks.setdefault(origin, asyncio.Lock())
-        await lock.acquire()
-        held = True
-        try:
-            wait = self._last_end.get(origin, float("-inf")) + self._delays.get(origin, self.delay_s) - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            self.requests[origin] = self.requests.get(origin, 0) + 1
-            if not hold:
-                self._last_end[origin] = time.monotonic()
-                lock.release()
-                held = False
-            yield
-        finally:
-            if held:
-                self._last_end[origin] = time.monotonic()
-                lock.release()
 
 
 @dataclass
@@ -91,14 +50,12 @@ class ProxyLog:
 
 
 class GuardProxy:
-    """An HTTP forward proxy on 127.0.0.1 (plain requests and ``CONNECT``) that applies the guard,
-    the host gate and, for the page's own host, its robots.txt (:attr:`allows`); through
-    ``proxies`` when the crawl has any."""
+    """An HTTP forward proxy on 127.0.0.1 (plain requests and ``CONNECT``) that applies the guard
+    and, for the page's own host, its robots.txt (:attr:`allows`); through ``proxies`` when the
+    crawl has any."""
 
-    def __init__(self, guard: NetworkGuard, gate: HostGate, connect_timeout_s: float = 5.0,
-                 proxies: ProxyPool | None = None) -> None:
+    def __init__(self, guard: NetworkGuard, connect_timeout_s: float = 5.0, proxies: ProxyPool | None = None) -> None:
         self.guard = guard
-        self.gate = gate
         self.connect_timeout_s = connect_timeout_s
         self.proxies = proxies if proxies else None
         self.log = ProxyLog()
@@ -152,12 +109,11 @@ class GuardProxy:
             host, _, port_text = target.rpartition(":")
             port = int(port_text)
             shown = f"https://{target}"
-            origin = f"https://{host.lower()}" if port == 443 else f"https://{target.lower()}"
             if self.proxies is not None:
-                through = await self._via_proxy(host, port, shown, writer, origin, tunnel=True)
+                through = await self._via_proxy(host, port, shown, writer, tunnel=True)
                 upstream = through[0] if through is not None else None
             else:
-                upstream = await self._open(host, port, shown, writer, origin, hold=False)
+                upstream = await self._open(host, port, shown, writer)
             if upstream is None:
                 return
             up_reader, up_writer = upstream
@@ -177,32 +133,29 @@ class GuardProxy:
         if parts.query:
             path += "?" + parts.query
         headers = [line for line in lines[1:] if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS]
-        origin = origin_of(target)
-        async with self.gate.turn(origin):
-            if self.proxies is not None:  # the upstream proxy is sent the absolute URL
-                through = await self._via_proxy(parts.hostname, parts.port or 80, target, writer, None, tunnel=False)
-                if through is None:
-                    return
-                upstream, proxy = through
-                auth = authorization(proxy)
-                headers += [f"Proxy-Authorization: {auth}"] if auth else []
-                path = target
-            else:
-                opened = await self._open(parts.hostname, parts.port or 80, target, writer, None)
-                if opened is None:
-                    return
-                upstream = opened
-            up_reader, up_writer = upstream
-            request = (f"{method} {path} {version}\r\n" + "".join(f"{h}\r\n" for h in headers)
-                       + "Connection: close\r\n\r\n")
-            up_writer.write(request.encode("latin-1"))
-            await up_writer.drain()
-            await _pipe_both(reader, writer, up_reader, up_writer)
+        if self.proxies is not None:  # the upstream proxy is sent the absolute URL
+            through = await self._via_proxy(parts.hostname, parts.port or 80, target, writer, tunnel=False)
+            if through is None:
+                return
+            upstream, proxy = through
+            auth = authorization(proxy)
+            headers += [f"Proxy-Authorization: {auth}"] if auth else []
+            path = target
+        else:
+            opened = await self._open(parts.hostname, parts.port or 80, target, writer)
+            if opened is None:
+                return
+            upstream = opened
+        up_reader, up_writer = upstream
+        request = f"{method} {path} {version}\r\n" + "".join(f"{h}\r\n" for h in headers) + "Connection: close\r\n\r\n"
+        up_writer.write(request.encode("latin-1"))
+        await up_writer.drain()
+        await _pipe_both(reader, writer, up_reader, up_writer)
 
-    async def _open(self, host: str, port: int, shown: str, writer: asyncio.StreamWriter, origin: str | None,
-                    hold: bool = True) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        """Resolve ``host``, connect to the first address the guard accepts (within the origin's
-        turn when ``origin`` is given), check the peer; None after answering the browser itself."""
+    async def _open(self, host: str, port: int, shown: str, writer: asyncio.StreamWriter,
+                    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """Resolve ``host``, connect to the first address the guard accepts, check the peer; None
+        after answering the browser itself."""
         host = host.strip("[]")
         loop = asyncio.get_running_loop()
         try:
@@ -218,12 +171,7 @@ class GuardProxy:
                 refusal = f"{address}, {reason}" if host == address else f"{host} resolves to {address}, {reason}"
                 continue
             try:
-                if origin is not None:
-                    async with self.gate.turn(origin, hold=hold):
-                        connected = await asyncio.wait_for(asyncio.open_connection(address, port),
-                                                           self.connect_timeout_s)
-                else:
-                    connected = await asyncio.wait_for(asyncio.open_connection(address, port), self.connect_timeout_s)
+                connected = await asyncio.wait_for(asyncio.open_connection(address, port), self.connect_timeout_s)
             except (OSError, TimeoutError):
                 continue
             peer = str(connected[1].get_extra_info("peername")[0])
@@ -240,11 +188,11 @@ class GuardProxy:
             await _answer(writer, 502, f"cannot connect to {host}:{port}")
         return None
 
-    async def _via_proxy(self, host: str, port: int, shown: str, writer: asyncio.StreamWriter, origin: str | None,
+    async def _via_proxy(self, host: str, port: int, shown: str, writer: asyncio.StreamWriter,
                          tunnel: bool) -> tuple[Streams, str] | None:
-        """Streams to the next of the crawl's proxies (a tunnel to ``host:port`` when ``tunnel``,
-        opened within the origin's turn when ``origin`` is given) and its URL, once every address
-        ``host`` resolves to here passed the guard; None after answering the browser itself."""
+        """Streams to the next of the crawl's proxies (a tunnel to ``host:port`` when ``tunnel``)
+        and its URL, once every address ``host`` resolves to here passed the guard; None after
+        answering the browser itself."""
         host = host.strip("[]")
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -261,20 +209,12 @@ class GuardProxy:
                 return None
         assert self.proxies is not None
         try:
-            if origin is not None:
-                async with self.gate.turn(origin, hold=False):
-                    streams, proxy = await open_upstream(self.proxies, host, port, tunnel=tunnel,
-                                                         timeout_s=self.connect_timeout_s)
-            else:
-                streams, proxy = await open_upstream(self.proxies, host, port, tunnel=tunnel,
-                                                     timeout_s=self.connect_timeout_s)
+            return await open_upstream(self.proxies, host, port, tunnel=tunnel, timeout_s=self.connect_timeout_s)
         except TunnelRefusedError as err:
             await _answer(writer, 502, f"the crawl's proxy refused the tunnel: {err}")
-            return None
         except UpstreamError as err:
             await _answer(writer, 502, f"no proxy of the crawl answered: {err}")
-            return None
-        return streams, proxy
+        return None
 
     def _refuse(self, url: str, reason: str) -> None:
         self.log.refused.append(f"{url}: {reason}")

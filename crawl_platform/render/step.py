@@ -9,28 +9,28 @@ step, so a Dagster run gives it a step of its own (on a Celery queue of its own 
 
 Per page: the decision (:mod:`.decision`); then :class:`~.browsers.BrowserPool` loads the page from
 its archived response through the guard proxy, with the crawl's User-Agent, its gap per host
-counted from the fetch step's last request to the host, and the host's robots.txt for the page's
-own plain-HTTP requests, and out through the crawl's proxies (``CRAWL_PROXIES``) when it has any.
-A page whose rendering fails keeps its HTTP parse and records why. The
-rendered DOMs (and screenshots) go to one new WARC file of the shard, each a ``conversion`` record
-pointing at the page's response record.
+counted from the fetch step's last request to the host, and the host's robots.txt for every
+request of the page to that host, over HTTP or HTTPS, and out through the crawl's proxies
+(``CRAWL_PROXIES``) when it has any. A page whose rendering fails keeps its HTTP parse and records
+why. The rendered DOMs (and screenshots) go to one new WARC file of the shard, each a
+``conversion`` record pointing at the page's response record.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from crawl_platform.archive.writer import RecordPointer, WarcFile, shard_file_name
 from crawl_platform.config import Settings
+from crawl_platform.config.fetch import FetchSettings
 from crawl_platform.fetch.netguard import NetworkGuard
-from crawl_platform.fetch.politeness import origin_of
+from crawl_platform.fetch.politeness import HostPacer, origin_of
 from crawl_platform.fetch.proxies import ProxyPool
 from crawl_platform.fetch.results import FetchResult
-from crawl_platform.fetch.robots import robots_token
-from crawl_platform.fetch.robots_rules import RobotsRules
+from crawl_platform.fetch.robots import RobotsCache, fetch_robots_txt
+from crawl_platform.fetch.transport import Transport
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import Page, parse_pages
@@ -38,6 +38,7 @@ from crawl_platform.render import find_browser, rendering_problem
 from crawl_platform.render.decision import RenderDecision, decide
 from crawl_platform.render.results import PageRendering, RenderContext, ShardRendering
 from crawl_platform.storage import Folder
+from crawl_platform.store.hosts import HostRecord
 
 if TYPE_CHECKING:
     from crawl_platform.extract.engine import Extractor
@@ -53,9 +54,13 @@ class ShardRenderer:
                  browsers: int = 2, pages_per_browser: int = 50, timeout_s: float = 20.0,
                  max_memory_mb: int = 1024, host_delay_s: float = 0.25, min_host_delay_s: float = 0.0,
                  connect_timeout_s: float = 5.0, archive: Folder | None = None, parser: ParserEngine = DEFAULT_ENGINE,
-                 main_content: bool = True, max_links: int = MAX_LINKS_PER_PAGE,
-                 proxies: ProxyPool | None = None) -> None:
+                 main_content: bool = True, max_links: int = MAX_LINKS_PER_PAGE, ca_file: str = "",
+                 obey_robots: bool = True, user_agent: str = "", proxies: ProxyPool | None = None) -> None:
         self.guard = guard
+        self.ca_file = ca_file  # CRAWL_TLS_CA_FILE: the browsers trust its CAs, as the fetcher does
+        self.obey_robots = obey_robots  # CRAWL_OBEY_ROBOTS: for every request of a rendered page too
+        # Sent for robots.txt files, as the fetcher does: CRAWL_USER_AGENT.
+        self.user_agent = user_agent or str(FetchSettings.model_fields["user_agent"].default)
         self.allowed = allowed  # CRAWL_RENDER_ALLOWED
         self.browser_path = browser_path
         self.browsers = browsers
@@ -82,6 +87,7 @@ class ShardRenderer:
                    min_host_delay_s=settings.min_host_delay_ms / 1000.0,
                    connect_timeout_s=settings.connect_timeout_s, archive=archive, parser=settings.parser,
                    main_content=settings.main_content, max_links=settings.max_links_per_page,
+                   ca_file=settings.tls_ca_file, obey_robots=settings.obey_robots, user_agent=settings.user_agent,
                    proxies=(ProxyPool.from_settings_list(settings.proxies, settings.secrets())
                             if settings.proxies else None))
 
@@ -100,7 +106,7 @@ class ShardRenderer:
         decisions = self._decide(shard, context)
         wanted = [url for url, d in decisions.items() if d.render]
         problem = None if self.allowed else "rendering is off on this platform (CRAWL_RENDER_ALLOWED=false)"
-        problem = problem or (rendering_problem(self.browser_path) if wanted else None)
+        problem = problem or (rendering_problem(self.browser_path, self.ca_file) if wanted else None)
         outcomes: dict[str, Rendered] = {}
         if wanted and problem is None:
             outcomes = self._pool_for().render_all(self._jobs(shard, context, wanted))
@@ -186,28 +192,39 @@ class ShardRenderer:
                                 now_mono - (now_wall - ended).total_seconds() if ended is not None else None)
 
         pool.call(prime)
+        if pool.robots is not None:  # the robots.txt the fetch step read, in place of a second fetch
+            read_at = datetime.now(UTC).replace(tzinfo=None)
+            for origin, body in context.robots.items():
+                pool.robots.cache.prime(HostRecord(origin, 200, body, read_at))
         jobs = []
         for url in urls:
             result, terms = shard.results[url], context.terms[url]
             jobs.append(RenderJob(url, result.final_url, result.status or 200, _headers(result), result.body,
-                                  terms.user_agent, terms.screenshots,
-                                  _robots_check(context.robots.get(origin_of(result.final_url)), terms.user_agent,
-                                                origin_of(result.final_url))))
+                                  terms.user_agent, terms.screenshots))
         return _interleaved(jobs)
 
     def _pool_for(self) -> BrowserPool:
         if self._pool is None:
             from crawl_platform.render.browsers import BrowserPool  # noqa: PLC0415 - imports Playwright
-            from crawl_platform.render.guard_proxy import HostGate  # noqa: PLC0415
+            from crawl_platform.render.page_requests import HostGate  # noqa: PLC0415
 
             executable = find_browser(self.browser_path)
             if executable is None:  # rendering_problem said so before any caller gets here
-                raise RuntimeError(rendering_problem(self.browser_path) or "no browser")
+                raise RuntimeError(rendering_problem(self.browser_path, self.ca_file) or "no browser")
             self._pool = BrowserPool(executable, self.guard, HostGate(self.host_delay_s), browsers=self.browsers,
                                      pages_per_browser=self.pages_per_browser, timeout_s=self.timeout_s,
                                      max_memory_mb=self.max_memory_mb, connect_timeout_s=self.connect_timeout_s,
+                                     ca_file=self.ca_file, robots=self._robots() if self.obey_robots else None,
                                      proxies=self.proxies)
         return self._pool
+
+    def _robots(self) -> RobotsCache:
+        """The fetcher's robots.txt cache, fetching through a transport of its own (the network
+        guard, the CAs of CRAWL_TLS_CA_FILE); the browsers' gate paces each fetch, so its own pacer
+        has no gap."""
+        transport = Transport(self.guard, self.connect_timeout_s, ca_file=self.ca_file)
+        pacer = HostPacer(0.0)
+        return RobotsCache(lambda url: fetch_robots_txt(transport, pacer, url, self.user_agent))
 
     def _archive(self, shard: ShardResult, doms: dict[str, Rendered], batch_id: str, name: str,
                  ) -> dict[str, RecordPointer]:
@@ -236,14 +253,6 @@ def _headers(result: FetchResult) -> tuple[tuple[str, str], ...]:
     if result.exchange is not None:
         return result.exchange.response_headers
     return (("Content-Type", result.content_type or "text/html"),)
-
-
-def _robots_check(body: str | None, user_agent: str, origin: str) -> Callable[[str], bool] | None:
-    """Whether the page's host's robots.txt allows a URL of that host (other hosts' URLs: yes)."""
-    if body is None:
-        return None
-    rules, token = RobotsRules(body), robots_token(user_agent)
-    return lambda url: origin_of(url) != origin or rules.allows(url, token)
 
 
 def _interleaved(jobs: list[RenderJob]) -> list[RenderJob]:

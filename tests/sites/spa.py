@@ -11,16 +11,26 @@ guard does not allow), for ``/go-private``, a redirect to that server, and for
 ``/private-api/orders``, which robots.txt disallows; ``/trap/spin``, whose
 script polls for ever (the network never settles); and ``/trap/busy``, whose script never returns.
 Every request is recorded as a ``Seen`` (the secret server's too, so a test sees it was never reached).
+
+With ``robots_trap=True`` ``/`` also links ``/trap/robots``, whose script asks for
+``/private-api/stock`` (robots.txt disallows it), and with ``elsewhere`` (another host's base URL,
+another ``SpaSite``) for ``<elsewhere>/private-api/stock`` and ``<elsewhere>/app.js`` too, and then
+builds its page like any other. With
+``tls`` (a :class:`~tests.sites.alert_receivers.LoopbackCertificate`) the site is served over HTTPS
+with that certificate, and ``base_url`` is ``https://127.0.0.1:<port>``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from crawl_platform.cli.recording_server import RecordingServer
 from tests.sites import Seen, SeenHandler
+
+if TYPE_CHECKING:
+    from tests.sites.alert_receivers import LoopbackCertificate
 
 SHELL = """<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
 <script src="/app.js" defer></script></head><body><div id="app"></div>{extra}</body></html>"""
@@ -44,6 +54,7 @@ for (const url of ['http://169.254.169.254/latest/meta-data/', '{secret}/from-sc
                    '/private-api/orders'])
   fetch(url).catch(() => null);
 """
+ROBOTS_JS = "for (const url of {urls}) fetch(url).catch(() => null);"
 SPIN_JS = "setInterval(() => fetch('/api/poll?' + Date.now()).catch(() => null), 150);"
 BUSY_JS = "for (;;) {}"
 
@@ -80,7 +91,8 @@ class _SecretHandler(SeenHandler):
 
 
 class SpaSite(RecordingServer[Seen]):
-    def __init__(self, products: int = 8, *, traps: bool = False) -> None:
+    def __init__(self, products: int = 8, *, traps: bool = False, robots_trap: bool = False, elsewhere: str = "",
+                 tls: LoopbackCertificate | None = None) -> None:
         site = self
 
         class Handler(_Handler):
@@ -89,8 +101,14 @@ class SpaSite(RecordingServer[Seen]):
                 super().__init__(*args)
 
         super().__init__(Handler, name="spa-site", lifetime_s=600)
+        if tls is not None:  # the handshake happens in the handler's thread, on its first read
+            self._server.socket = tls.server_context().wrap_socket(self._server.socket, server_side=True,
+                                                                   do_handshake_on_connect=False)
+            self.base_url = f"https://{self.host}:{self.port}"
         self.products = products
         self.traps = traps
+        self.robots_trap = robots_trap
+        self.elsewhere = elsewhere
         self.secret: RecordingServer[Seen] | None = None
         if traps:
             self.secret = RecordingServer(_SecretHandler, host="127.0.0.2", name="spa-secret", lifetime_s=600)
@@ -108,6 +126,8 @@ class SpaSite(RecordingServer[Seen]):
         paths = ["/", *(f"/product/{n}" for n in range(1, self.products + 1))]
         if self.traps:
             paths += ["/trap/private", "/trap/spin", "/trap/busy"]
+        if self.robots_trap:
+            paths.append("/trap/robots")
         return [self.base_url + p for p in paths]
 
     def page(self, target: str) -> tuple[int, str, bytes, dict[str, str]]:
@@ -130,6 +150,11 @@ class SpaSite(RecordingServer[Seen]):
         if path == "/trap/private" and self.secret is not None:
             script = PRIVATE_JS.replace("{secret}", self.secret.base_url)
             return 200, html, SHELL.format(title="private", extra=f"<script>{script}</script>").encode(), {}
+        if path == "/trap/robots" and self.robots_trap:
+            urls = ["/private-api/stock", *([f"{self.elsewhere}/private-api/stock", f"{self.elsewhere}/app.js"]
+                                            if self.elsewhere else [])]
+            script = ROBOTS_JS.replace("{urls}", json.dumps(urls))
+            return 200, html, SHELL.format(title="robots", extra=f"<script>{script}</script>").encode(), {}
         if path == "/trap/spin" and self.traps:
             return 200, html, SHELL.format(title="spin", extra=f"<script>{SPIN_JS}</script>").encode(), {}
         if path == "/trap/busy" and self.traps:
@@ -142,11 +167,12 @@ class SpaSite(RecordingServer[Seen]):
         others = [f"/product/{n}" for n in range(1, self.products + 1)]
         if path == "/":
             links = others + (["/trap/private", "/trap/spin", "/trap/busy"] if self.traps else [])
+            links += ["/trap/robots"] if self.robots_trap else []
             return {"title": "SPA shop", "name": "Shop", "blurb": "Everything this shop sells.", "links": links}
         if path.startswith("/product/") and path[9:].isdigit() and 1 <= int(path[9:]) <= self.products:
             n = int(path[9:])
             return {"title": f"Product {n}", "name": f"Product {n}", "price": f"{n * 10 + 0.5}",
                     "blurb": f"Product {n} is a fine thing to own.", "links": ["/", *others]}
-        if path.startswith("/trap/") and self.traps:
+        if path.startswith("/trap/") and (self.traps or (self.robots_trap and path == "/trap/robots")):
             return {"title": path, "name": path, "blurb": "A trap.", "links": ["/"]}
         return None

@@ -35,3 +35,16 @@ def test_a_crawl_that_renders_carries_its_mode_to_the_topic_and_the_lake(setting
     again = _cli(settings, "crawl", "http://127.0.0.1:9/", "--crawl-id", "spa", "--render", "always", "--screenshots")
     assert again.returncode == 2
     assert "registered already with other render" in again.stderr
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (None, "cannot read it: No such file or directory"),
+    ("not a certificate\n", "holds no PEM certificate (-----BEGIN CERTIFICATE-----)"),
+])
+def test_a_ca_file_that_is_not_one_is_one_line_exit_2(settings, tmp_path, content, reason):
+    path = tmp_path / "ca.pem"
+    if content is not None:
+        path.write_text(content)
+    done = _cli(settings, "status", env={"CRAWL_TLS_CA_FILE": str(path)})
+    assert (done.returncode, _stderr_lines(done)) == (
+        2, [f"crawl-platform: invalid setting CRAWL_TLS_CA_FILE={str(path)!r}: Value error, {reason}"])

@@ -1,7 +1,8 @@
 """JavaScript rendering through the engine's crawl loop (no Dagster) on a single-page-app site whose
 content and links come from a script: what each render mode finds, what lands in ``pages`` and the
-archive, the network guard on the browser's own requests, politeness from the server's log, and
-pages or browsers that fail alone. Needs Debian's ``chromium`` (``.ci/run`` installs it)."""
+archive, the network guard and robots.txt on the browser's own requests, politeness from the
+server's log (over HTTP and HTTPS), and pages or browsers that fail alone. Needs Debian's
+``chromium`` (``.ci/run`` installs it)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from crawl_platform.render import rendering_problem
 from crawl_platform.render.step import ShardRenderer
 from crawl_platform.store.records import view_name
 from tests.conftest import requires_browser
+from tests.sites.alert_receivers import LoopbackCertificate
 from tests.sites.spa import RULES, SpaSite
 from tests.unit.crawl_rows import crawl_loop
 
@@ -53,9 +55,10 @@ def _renderer(store: Any, **options: Any) -> ShardRenderer:
 
 def _crawl(settings: Any, bus: Any, store: Any, site: SpaSite, crawl_id: str, render: str, *,
            renderer: ShardRenderer | None = None, delay_s: float = 0.0, rules: str = "",
-           during: Any = None) -> ShardRenderer:
-    renderer = renderer or _renderer(store, host_delay_s=delay_s)
-    fetcher = Fetcher(AGENT, host_delay_s=delay_s, allowed_networks=["127.0.0.1/32"])
+           during: Any = None, ca_file: str = "") -> ShardRenderer:
+    """``ca_file``: what the fetcher (and, unless ``renderer`` is given, the browsers) trust besides their own."""
+    renderer = renderer or _renderer(store, host_delay_s=delay_s, ca_file=ca_file)
+    fetcher = Fetcher(AGENT, host_delay_s=delay_s, allowed_networks=["127.0.0.1/32"], ca_file=ca_file)
     loop = crawl_loop(settings, bus, store, fetcher, renderer=renderer)
     request = CrawlRequest(crawl_id, (site.base_url + "/",), 100, 5, "host", time.time(), render=render,  # type: ignore[arg-type]
                            screenshots=render == "always",
@@ -216,6 +219,59 @@ def test_rendered_pages_keep_the_host_gap_from_the_servers_log(settings, bus, st
     delay = 0.3
     with SpaSite(products=3) as spa:
         _crawl(settings, bus, store, spa, "polite", "always", delay_s=delay)
+        seen = sorted(spa.requests, key=lambda s: s.started_at)
+    assert len(seen) == 1 + 4 * 3  # robots.txt, and each page, its script and its JSON
+    gaps = [later.started_at - earlier.finished_at for earlier, later in pairwise(seen)]
+    assert min(gaps) >= delay - 0.02, gaps
+    overlapping = [(a.path, b.path) for a, b in pairwise(seen) if b.started_at < a.finished_at]
+    assert overlapping == []
+
+
+def test_over_https_robots_txt_refuses_a_sub_request_before_it_leaves_and_the_crawl_goes_on(
+        settings, bus, store, tmp_path):
+    """The trap page asks its own host and another one (its robots.txt read the first time) for a
+    disallowed path and, of the other host, for an allowed one."""
+    certificate = LoopbackCertificate(tmp_path)
+    with SpaSite(products=0, tls=certificate) as other, \
+            SpaSite(products=2, robots_trap=True, elsewhere=other.base_url, tls=certificate) as spa:
+        _crawl(settings, bus, store, spa, "https", "always", ca_file=str(certificate.ca_file))
+        seen = [s.path for s in spa.requests]
+        seen_elsewhere = [s.path for s in other.requests]
+    assert spa.base_url.startswith("https://")
+    pages = _pages(store, "https")
+    assert sorted(pages) == sorted(spa.pages)
+    trap = spa.base_url + "/trap/robots"
+    assert pages[trap][:3] == (True, "always", None)
+    assert sorted(pages[trap][3]) == sorted([f"{spa.base_url}/private-api/stock: disallowed by robots.txt",
+                                             f"{other.base_url}/private-api/stock: disallowed by robots.txt"])
+    assert seen_elsewhere == ["/robots.txt", "/app.js"]
+    others = {url: row for url, row in pages.items() if url != trap}
+    assert others == dict.fromkeys(others, (True, "always", None, None))
+    assert not [path for path in seen if path.startswith("/private-api/")]  # refused inside the browser
+    # The page went on: its script's own request after the refused one built it.
+    assert store.query("SELECT title FROM documents WHERE url = ?", [trap]) == [("/trap/robots",)]
+    assert sum(path.startswith("/api/page") for path in seen) == len(spa.pages)
+
+
+def test_over_https_the_browser_checks_certificates_against_the_crawls_cas(settings, bus, store, tmp_path):
+    """The fetcher trusts the test CA, the browsers do not: the page is fetched, and the browser
+    refuses the server's certificate, so its script is never asked for."""
+    certificate = LoopbackCertificate(tmp_path)
+    with SpaSite(products=1, tls=certificate) as spa:
+        _crawl(settings, bus, store, spa, "untrusted", "always", renderer=_renderer(store),
+               ca_file=str(certificate.ca_file))
+    assert spa.request_count("/") == 1
+    assert spa.request_count("/app.js") == 0
+    assert store.query("SELECT count(*) FROM links") == [(0,)]
+
+
+@pytest.mark.timing
+def test_over_https_a_pages_requests_keep_the_host_gap_from_the_servers_log(settings, bus, store, tmp_path):
+    """Over HTTPS the browser reuses one tunnel for a page's requests: each is paced all the same."""
+    delay = 0.3
+    certificate = LoopbackCertificate(tmp_path)
+    with SpaSite(products=3, tls=certificate) as spa:
+        _crawl(settings, bus, store, spa, "polite-https", "always", delay_s=delay, ca_file=str(certificate.ca_file))
         seen = sorted(spa.requests, key=lambda s: s.started_at)
     assert len(seen) == 1 + 4 * 3  # robots.txt, and each page, its script and its JSON
     gaps = [later.started_at - earlier.finished_at for earlier, later in pairwise(seen)]
