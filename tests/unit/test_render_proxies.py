@@ -16,7 +16,7 @@ from crawl_platform.bus.messages import CrawlRequest
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.netguard import NetworkGuard
 from crawl_platform.fetch.proxies import ProxyPool
-from crawl_platform.render.guard_proxy import GuardProxy, HostGate
+from crawl_platform.render.guard_proxy import GuardProxy
 from crawl_platform.render.step import ShardRenderer
 from tests.conftest import requires_browser
 from tests.sites import dead_port
@@ -66,7 +66,7 @@ def _through(proxy_urls: list[str], request: bytes, allowed: str = "127.0.0.1/32
     pool = ProxyPool(proxy_urls)
 
     async def run() -> bytes:
-        guard = GuardProxy(NetworkGuard([allowed]), HostGate(0.0), connect_timeout_s=2.0, proxies=pool)
+        guard = GuardProxy(NetworkGuard([allowed]), connect_timeout_s=2.0, proxies=pool)
         port = await guard.start()
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
