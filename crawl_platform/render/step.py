@@ -220,9 +220,9 @@ class ShardRenderer:
 
     def _robots(self) -> RobotsCache:
         """The fetcher's robots.txt cache, fetching through a transport of its own (the network
-        guard, the CAs of CRAWL_TLS_CA_FILE); the browsers' gate paces each fetch, so its own pacer
-        has no gap."""
-        transport = Transport(self.guard, self.connect_timeout_s, ca_file=self.ca_file)
+        guard, the crawl's proxies, the CAs of CRAWL_TLS_CA_FILE); the browsers' gate paces each
+        fetch, so its own pacer has no gap."""
+        transport = Transport(self.guard, self.connect_timeout_s, proxies=self.proxies, ca_file=self.ca_file)
         pacer = HostPacer(0.0)
         return RobotsCache(lambda url: fetch_robots_txt(transport, pacer, url, self.user_agent))
 
