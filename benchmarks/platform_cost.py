@@ -26,6 +26,11 @@ run`` on workspace.yaml with the code server it starts. ``--sqlite`` keeps the i
 files in DAGSTER_HOME, as ``crawl-platform up`` does, instead of PostgreSQL.
 
     .venv/bin/python benchmarks/platform_cost.py --sqlite --pages 2000 --idle-s 30 --stock all
+
+It also prints how many batch runs the crawl took, per minute and in CPU seconds each. With small
+batches and one batch per run (``--batch-size 10 --continue-s 0``) nearly every page is a run's
+worth of overhead, which gives the Dagster runs a minute the platform sustains and what a run
+costs beyond its pages (the internet-scale model in docs/scale.md uses both).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from dagster import DagsterInstance, RunsFilter
 from measure import machine_cpu_s
 
 from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, EmbeddedBroker
@@ -75,6 +81,12 @@ def platform_cpu_s(dagster_home: str) -> float:
     return total / TICK
 
 
+def batch_runs(dagster_home: str) -> int:
+    """How many crawl_batch_job runs the instance in ``dagster_home`` holds."""
+    with DagsterInstance.from_config(dagster_home) as instance:
+        return instance.get_runs_count(RunsFilter(job_name="crawl_batch_job"))
+
+
 def crawl(env: dict[str, str], url: str, crawl_id: str) -> str:
     done = subprocess.run([sys.executable, "-m", "crawl_platform_dagster.cli", "crawl", url, "--crawl-id", crawl_id,
                            "--wait", "--timeout", "900"], env=env, cwd=REPO, capture_output=True, text=True,
@@ -89,6 +101,9 @@ def main() -> int:
     parser.add_argument("--idle-s", type=float, default=60.0, help="seconds to measure the idle platform")
     parser.add_argument("--stock", default="", help=f"parts left to Dagster: {', '.join(PARTS)}, or all")
     parser.add_argument("--sqlite", action="store_true", help="instance storage in SQLite files, not PostgreSQL")
+    parser.add_argument("--batch-size", type=int, default=100, help="CRAWL_BATCH_SIZE (default 100)")
+    parser.add_argument("--continue-s", type=float, default=None,
+                        help="CRAWL_RUN_CONTINUE_S (default: the setting's); 0 gives one batch per run")
     args = parser.parse_args()
     stock = set(PARTS) if args.stock == "all" else {p for p in args.stock.split(",") if p}
     if stock - set(PARTS):
@@ -106,7 +121,8 @@ def main() -> int:
                 seeds_topic=f"seeds-{tag}", frontier_topic=f"frontier-{tag}", dead_letter_topic=f"dead-{tag}",
                 pages_topic=f"pages-{tag}", control_topic=f"control-{tag}", topic_partitions=4,
                 lake_path=tmp / "lake", dagster_home=tmp / "dagster_home", handoff_dir=tmp / "handoff",
-                allowed_networks=["127.0.0.0/8"], host_delay_ms=0, batch_size=100,
+                allowed_networks=["127.0.0.0/8"], host_delay_ms=0, batch_size=args.batch_size,
+                **({} if args.continue_s is None else {"run_continue_s": args.continue_s}),
                 sensor_loop_s=STOCK_SENSOR_LOOP_S if "sensor-loop" in stock else 1.0)
             write_instance_yaml(settings.dagster_home, postgres_url=pg_url, max_concurrent_runs=4, partitions=4,
                                 stock=stock & set(CUSTOM_PARTS))
@@ -127,13 +143,17 @@ def main() -> int:
                     crawl(env, warm.base_url + "/", "warm-up")
                 time.sleep(5)
                 with DemoSite(n_pages=args.pages, seed=11).serve() as server:
+                    runs_before = batch_runs(home)
                     cpu, own, wall = machine_cpu_s(), platform_cpu_s(home), time.monotonic()
                     last = crawl(env, server.base_url + "/", "measured")
                     wall, cpu, own = time.monotonic() - wall, machine_cpu_s() - cpu, platform_cpu_s(home) - own
+                    runs = batch_runs(home) - runs_before
                 print(last)
                 print(f"crawl of {args.pages} pages: {wall:.1f} s wall, {own:.1f} CPU s of the platform's Dagster "
                       f"processes and runs ({1000 * own / args.pages:.0f} ms a page), {cpu:.1f} CPU s of the machine "
                       f"({1000 * cpu / args.pages:.0f} ms a page), load {os.getloadavg()[0]:.2f}", flush=True)
+                print(f"batch runs: {runs} ({60 * runs / wall:.1f} a minute, {own / max(runs, 1):.2f} CPU s of the "
+                      "platform's Dagster processes and runs for each)", flush=True)
             finally:
                 dagster.stop()
     return 0

@@ -49,8 +49,10 @@ class S3Server:
     """``rclone serve s3`` over ``folder`` on ``host`` (loopback by default, or an address of a
     test's own network namespace); a context manager."""
 
-    def __init__(self, folder: Path, tls: LoopbackCertificate | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, folder: Path, tls: LoopbackCertificate | None = None, host: str = "127.0.0.1",
+                 log_level: str = "NOTICE") -> None:
         self.folder = folder
+        self.log_level = log_level  # rclone's: DEBUG logs every request
         self.root = folder / "buckets"
         self.root.mkdir(parents=True, exist_ok=True)
         self.tls = tls
@@ -103,7 +105,7 @@ class S3Server:
     def __enter__(self) -> S3Server:
         command = [rclone_binary(), "serve", "s3", str(self.root), "--addr", f"{self.host}:{self.port}",
                    "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}", "--config", str(self.folder / "rclone.conf"),
-                   "--log-file", str(self.log_path), "--log-level", "NOTICE"]
+                   "--log-file", str(self.log_path), "--log-level", self.log_level]
         if self.tls:
             command += ["--cert", str(self.tls.cert_file), "--key", str(self.tls.key_file)]
         (self.folder / "rclone.conf").touch()
