@@ -188,13 +188,16 @@ class Fetcher:
     # --- fetching -------------------------------------------------------------------------------
     def fetch_all(self, requests: Iterable[str | FetchRequest],
                   on_result: Callable[[FetchResult], None] | None = None,
-                  max_bytes: int | None = None) -> dict[str, FetchResult]:
+                  max_bytes: int | None = None,
+                  hold: Callable[[FetchRequest], bool] | None = None) -> dict[str, FetchResult]:
         """Fetch every URL once (the first request for a URL wins); returns results keyed by URL.
         ``on_result`` is called with each result as it completes, from the worker thread that
         fetched it (the fetch step hands pages to its parse workers this way); it must not raise.
         One URL's failure is its result's ``error``: it never costs another URL its result. With
         ``max_bytes``, no request starts once the bodies read add up to it (those in flight finish):
-        the URLs left have no result, and the caller fetches them later."""
+        the URLs left have no result, and the caller fetches them later. ``hold`` is asked before
+        each request starts (from the worker threads): a request it holds is not sent and has no
+        result either, and costs its host no turn (a paused crawl's URLs are passed over at once)."""
         unique: dict[str, FetchRequest] = {}
         for req in requests:
             request = FetchRequest(req) if isinstance(req, str) else req
@@ -212,7 +215,7 @@ class Fetcher:
         turns = HostTurns(self.pacer, queues)
         budget = _ByteBudget(max_bytes)
         pool = self._workers()
-        workers = [pool.submit(self._serve_turns, turns, on_result, budget)
+        workers = [pool.submit(self._serve_turns, turns, on_result, budget, hold)
                    for _ in range(min(self.concurrency, len(unique)))]
         return {result.url: result for worker in workers for result in worker.result()}
 
@@ -303,12 +306,14 @@ class Fetcher:
             return self._pool
 
     def _serve_turns(self, turns: HostTurns[FetchRequest], on_result: Callable[[FetchResult], None] | None,
-                     budget: _ByteBudget) -> list[FetchResult]:
+                     budget: _ByteBudget, hold: Callable[[FetchRequest], bool] | None) -> list[FetchResult]:
         results, previous = [], None
         while not budget.spent and (turn := turns.take(previous)) is not None:
             previous, request = turn
             if budget.spent:  # spent while this worker waited for the host's turn
                 break
+            if hold is not None and hold(request):
+                continue  # no request sent, so the host's next turn comes as soon as it would have
             if self._robots_first(request.url):
                 turns.put_back(previous, request)  # the page waits out the host's gap in its queue
                 continue

@@ -34,6 +34,9 @@ class FetchRequest:
     render: str = "never"
     screenshots: bool = False
     extract_rules: str = ""
+    # The crawls that want this URL: a fetch step leaves it unfetched once all of them are paused
+    # or cancelled (crawl_platform.pipeline.control_watch). Empty: no crawl's control applies.
+    crawl_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -224,8 +224,11 @@ class BatchReader:
         for item in items:  # the first crawl of the batch to want a URL fetches it its own way
             way = (agents.get(item.crawl_id), scopes.get(item.crawl_id), rendering.get(item.crawl_id, _NO_RENDER)[0])
             (chosen if fetch_as.setdefault(item.url, way) == way else deferred).append(item)
+        wanted: dict[str, list[str]] = {}  # the crawls that fetch each URL
+        for item in chosen:
+            wanted.setdefault(item.url, []).append(item.crawl_id)
         return [
-            FetchRequest(i.url, user_agent=agents.get(i.crawl_id),
+            FetchRequest(i.url, user_agent=agents.get(i.crawl_id), crawl_ids=tuple(sorted(wanted[i.url])),
                          host_delay_s=politeness.get(i.crawl_id, (None, 0))[0],
                          host_concurrency=politeness.get(i.crawl_id, (None, 0))[1],
                          in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
@@ -345,7 +348,7 @@ class BatchCrawler:
         self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive if archive else None,
                                           main_content=main_content, parse_workers=parse_workers,
                                           workers=workers, workers_from=workers_from, max_links=max_links,
-                                          max_bytes=max_bytes)
+                                          max_bytes=max_bytes, crawl_states=read_model.crawl_states)
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
         # Renders the pages of crawls that render (none: such pages land as fetched over HTTP).
         self.renderer = renderer

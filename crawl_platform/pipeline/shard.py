@@ -16,6 +16,7 @@ from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
+from crawl_platform.pipeline.control_watch import ControlWatch, CrawlStates
 from crawl_platform.render.results import PageRendering, RenderContext, RenderTerms, ShardRendering
 from crawl_platform.storage import Folder
 from crawl_platform.store.hosts import HostRecord
@@ -34,7 +35,9 @@ class ShardResult:
     # they land no new version (should another batch have landed the URL since, landing leaves it
     # for a later batch, which parses it: see land_batch).
     unchanged: set[str] = field(default_factory=set)
-    # URLs not fetched because the shard's bodies reached its byte budget: a later batch fetches them.
+    # URLs not fetched because the shard's bodies reached its byte budget (a later batch fetches
+    # them), or because every crawl that wanted them was paused or cancelled while the shard ran
+    # (their rows are then ``paused`` or ``cancelled``, which a postponed item leaves alone).
     postponed: list[str] = field(default_factory=list)
     # For the render step: the URLs of crawls that render (None: nothing to render, no render step
     # work); after it, each page it decided on (crawl_platform.render).
@@ -61,8 +64,12 @@ class ShardFetcher:
 
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE, archive: Folder | None = None, *,
                  main_content: bool = True, parse_workers: int = 0, workers: ParseWorkers | None = None,
-                 workers_from: int = 0, max_links: int = MAX_LINKS_PER_PAGE, max_bytes: int | None = None) -> None:
+                 workers_from: int = 0, max_links: int = MAX_LINKS_PER_PAGE, max_bytes: int | None = None,
+                 crawl_states: CrawlStates | None = None) -> None:
         self.fetcher = fetcher
+        # Reads the crawls' states from the lake, so that a pause or cancel stops the shard's requests
+        # for them within about a second (ControlWatch); None: the states read at plan time hold.
+        self.crawl_states = crawl_states
         self.parser = parser
         self.archive = archive
         self.main_content = main_content  # CRAWL_MAIN_CONTENT: main text, language, SimHash per page
@@ -81,7 +88,8 @@ class ShardFetcher:
         """Fetch and parse one shard (whole hosts only, so a host's politeness stays here),
         starting from what earlier runs learned about its hosts; ``batch_id`` and ``shard`` name
         its WARC file. Once its bodies reach ``max_bytes`` (default: the fetcher's own budget) it
-        starts no new request, and the URLs left are the result's ``postponed``."""
+        starts no new request, and the URLs left are the result's ``postponed``; so are the URLs
+        whose crawls were all paused or cancelled while it fetched."""
         self.fetcher.prime(hosts)
         # With parse workers, pages are parsed in other processes as they arrive, so "parse" is
         # only the last chunks (this process parses those no worker has taken yet, after writing
@@ -103,7 +111,9 @@ class ShardFetcher:
 
             self.fallback = pool.fallback
             clock = time.perf_counter()
-            results = self.fetcher.fetch_all(requests, parse, max_bytes or self.max_bytes)
+            watch = ControlWatch.of(self.crawl_states, requests)
+            results = self.fetcher.fetch_all(requests, parse, max_bytes or self.max_bytes,
+                                             watch.holds if watch is not None else None)
             seconds = {"fetch": time.perf_counter() - clock}
             archived: dict[str, RecordPointer] = {}
             if self.archive is not None:  # while the workers parse the last pages

@@ -3,6 +3,7 @@ resume through the engine's crawl loop, on the real broker and a demo site on lo
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from crawl_platform.bus.messages import CrawlControl, decode_dead_letter
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.cli.demo_site import DemoSite
+from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.frontier.control import ControlRefusedError, UnknownCrawlError
 from crawl_platform.pipeline.control import ControlIntake, build_control, submit_control
 from crawl_platform.pipeline.loop import LoopReport
@@ -163,3 +165,59 @@ def test_a_command_stored_with_a_time_ahead_of_the_clock_does_not_outrank_later_
     outcome = frontier.control(build_control("ahead", "resume"))
     assert (outcome.stale, outcome.after.value, outcome.changed) == (False, "active", True)
     assert frontier.status("ahead")[0].state == "active"
+
+
+def test_a_pause_stops_a_fetching_shard_within_seconds_and_resume_fetches_the_rest_once(settings, bus, store):
+    """A shard already fetching when its crawl is paused sends no request of that crawl once its
+    watch has read the new state (about a second), while another crawl of the shard goes on; the
+    paused crawl's URLs it passed over stay ``paused``, and resume fetches each of them once."""
+    fetcher = Fetcher(settings.user_agent, host_delay_s=0.1, allowed_networks=["127.0.0.0/8"])
+    with DemoSite(n_pages=60, seed=3).serve() as site_a, DemoSite(n_pages=60, seed=4).serve() as site_b:
+        loop = crawl_loop(settings, bus, store, fetcher)
+        crawler = loop.crawler
+        urls_a = sorted(site_a.site.expected_urls(site_a.base_url))
+        urls_b = sorted(site_b.site.expected_urls(site_b.base_url))
+        crawler.frontier.register(crawl_request("pa", *urls_a, max_pages=1000, max_depth=0))
+        crawler.frontier.register(crawl_request("pb", *urls_b, max_pages=1000, max_depth=0))
+        ranges = [OffsetRange(p, lo, hi) for p, (lo, hi) in bus.watermarks(bus.frontier_topic).items() if hi > lo]
+        prepared = crawler.prepare("b1", ranges, refetch_done=False)
+        assert len(prepared.requests) == len(urls_a) + len(urls_b)
+        paused_at: list[float] = []
+
+        def pause_soon() -> None:
+            _until(lambda: len(site_a.requests) >= 5)
+            crawler.frontier.control(build_control("pa", "pause"))
+            paused_at.append(time.monotonic())
+
+        pauser = threading.Thread(target=pause_soon)
+        pauser.start()
+        shard = crawler.fetch_shard(prepared.requests, prepared.hosts, "b1")
+        pauser.join()
+        crawler.land(prepared, [shard])
+        crawler.expand("b1")
+        pages_a = [r for r in site_a.requests if r.path != "/robots.txt"]
+        # Pages of site A a 0.1 s gap gives in 60 pages: 6 s; the pause stops it well before.
+        assert len(pages_a) < len(urls_a)
+        last_after_pause = max(r.started_at for r in pages_a) - paused_at[0]
+        assert last_after_pause < 5.0, last_after_pause  # the watch reads once a second
+        assert {site_b.base_url + r.path for r in site_b.requests} >= set(urls_b)  # B went on
+        rows = frontier_rows(store, "pa")
+        passed_over = {u for u, (_d, s) in rows.items() if s == "paused"}
+        assert passed_over
+        assert set(shard.postponed) == passed_over
+        # The rest was requested before the pause took effect and has its outcome (a 404 fails).
+        assert {s for u, (_d, s) in rows.items() if u not in passed_over} <= {"fetched", "failed"}
+        assert set(rows) - passed_over <= {site_a.base_url + r.path for r in pages_a}
+
+        crawler.frontier.control(build_control("pa", "resume"))
+        loop.run_until_idle()
+    assert _pages(store, "pa") == urls_a  # once each: what the pause passed over, after the resume
+    assert store.query("SELECT count(*) FROM pages WHERE crawl_id = 'pa'")[0][0] == len(urls_a)
+    assert {s for _d, s in frontier_rows(store, "pa").values()} <= {"fetched", "failed"}
+
+
+def _until(predicate, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)

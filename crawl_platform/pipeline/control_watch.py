@@ -1,0 +1,79 @@
+"""A fetch step's watch on its crawls' control: pause and cancel take effect within about a second.
+
+``crawl-platform pause|cancel`` (or the control run) changes ``crawls.state`` in the lake. A batch
+planned before that fetches on: its plan step held back only the crawls paused or cancelled then.
+:class:`ControlWatch` reads the states of a shard's crawls from the lake at most once every
+``interval_s`` (one small read, from whichever fetch thread asks first once the interval is up;
+the others go on with the states read last), and holds a request once every crawl that wants its
+URL is paused or cancelled. A held URL has no result: it lands as a ``postponed`` item, which
+leaves its frontier row as the command made it, ``paused`` (resume publishes it again) or
+``cancelled``. A request already sent finishes and lands as usual.
+
+A read that fails holds nothing new (the crawl goes on as it would without the watch) and is
+tried again at the next interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from crawl_platform.fetch.results import FetchRequest
+from crawl_platform.redaction import redact_passwords
+from crawl_platform.states import CrawlState
+
+log = logging.getLogger(__name__)
+
+CrawlStates = Callable[[set[str]], dict[str, CrawlState]]  # the state of each crawl named (the lake's)
+READ_INTERVAL_S = 1.0  # how stale a shard's view of its crawls' states may get
+
+
+class ControlWatch:
+    """Which of a set of crawls are paused or cancelled, read through ``states`` at most once every
+    ``interval_s``; thread-safe. The first read comes one interval after it is made: the plan step
+    has just read the same states."""
+
+    def __init__(self, states: CrawlStates, crawl_ids: Iterable[str], interval_s: float = READ_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._states = states
+        self._crawl_ids = set(crawl_ids)
+        self._interval_s = interval_s
+        self._clock = clock
+        self._read_at = clock()
+        self._held: frozenset[str] = frozenset()
+        self._reading = threading.Lock()
+
+    @classmethod
+    def of(cls, states: CrawlStates | None, requests: Iterable[FetchRequest]) -> ControlWatch | None:
+        """A watch over the crawls of ``requests``; None without a way to read states or without a
+        request that names its crawls."""
+        crawl_ids = {c for r in requests for c in r.crawl_ids}
+        return cls(states, crawl_ids) if states is not None and crawl_ids else None
+
+    def holds(self, request: FetchRequest) -> bool:
+        """Whether every crawl that wants ``request`` is paused or cancelled (as last read)."""
+        if not request.crawl_ids:
+            return False
+        held = self.held()
+        return all(c in held for c in request.crawl_ids)
+
+    def held(self) -> frozenset[str]:
+        """The crawls paused or cancelled as last read; reads again once the interval is up."""
+        if self._clock() - self._read_at >= self._interval_s and self._reading.acquire(blocking=False):
+            try:
+                if self._clock() - self._read_at >= self._interval_s:
+                    self._held = self._read()
+                    self._read_at = self._clock()
+            finally:
+                self._reading.release()
+        return self._held
+
+    def _read(self) -> frozenset[str]:
+        try:
+            states = self._states(self._crawl_ids)
+        except Exception as err:  # a lake out of reach for a moment must not stop the fetch
+            log.warning("crawl states unreadable, fetching on: %s: %s", type(err).__name__, redact_passwords(str(err)))
+            return self._held
+        return frozenset(c for c, state in states.items() if state is not CrawlState.ACTIVE)
