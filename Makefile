@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench bench-scale clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,17 @@ bench: $(STAMP)  ## the platform against Scrapy and Crawlee on generated nginx-s
 	$(BIN)/python benchmarks/compare.py --pages $(PAGES) $(BENCH_ARGS)
 	$(BIN)/python benchmarks/compare.py --hosts $(HOSTS) --pages-per-host $(HOST_PAGES) --host-delay-ms 250 \
 		$(BENCH_ARGS)
+
+# The sizes of docs/scale.md, the platform alone: a million pages on one host with no delay, then
+# 10,000 hostnames x 50 pages at the default politeness. Each runs for most of an hour or more.
+bench-scale: $(STAMP)  ## the million-page site and the 10,000-host polite crawl, the platform alone
+	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || \
+		(apt-get install -y -q nginx-light && (service nginx stop || true))
+	$(BIN)/python benchmarks/compare.py --pages 1000000 --mode dagster --scrapy-concurrency --crawlee-concurrency \
+		--platform-timeout 7200
+	$(BIN)/python benchmarks/compare.py --hosts 10000 --pages-per-host 50 --host-delay-ms 250 --mode dagster \
+		--scrapy-concurrency --crawlee-concurrency --platform-timeout 7200
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

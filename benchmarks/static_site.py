@@ -196,8 +196,10 @@ class NginxServer:
         conf = self.runtime / "nginx.conf"
         text = NGINX_TEMPLATE.read_text()
         listen = "\n".join(f"        listen {address}:{self.port};" for address in self.addresses)
+        # Each listening socket takes one of a worker's connections: 4,096 for clients on top.
+        connections = 4096 + len(self.addresses)
         for key, value in {"workers": self.workers, "runtime": self.runtime, "root": self.root,
-                           "listen": listen, "access_log": self.access_log,
+                           "listen": listen, "access_log": self.access_log, "connections": connections,
                            "server_extra": self.server_extra}.items():
             text = text.replace(f"@{key}@", str(value))
         conf.write_text(text)
