@@ -70,12 +70,14 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
         A shard smaller than ``CRAWL_PARSE_WORKERS_FROM`` starts no workers: it is parsed in the
         step unless they run already."""
         settings = self.settings()
-        archive = CrawlStore.from_settings(settings).archive if settings.archive_responses else None
+        store = CrawlStore.from_settings(settings)
+        archive = store.archive if settings.archive_responses else None
         lent = run_parse_workers(settings, start=pages >= settings.parse_workers_from) if shared_workers else None
         return ShardFetcher(Fetcher.from_settings(settings), settings.parser, archive,
                             main_content=settings.main_content, parse_workers=settings.parse_workers,
                             workers=lent, workers_from=settings.parse_workers_from,
-                            max_links=settings.max_links_per_page, max_bytes=settings.batch_max_bytes)
+                            max_links=settings.max_links_per_page, max_bytes=settings.batch_max_bytes,
+                            crawl_states=FrontierReadModel(store).crawl_states)
 
     def shard_renderer(self) -> ShardRenderer:
         """The render step's renderer: starts browsers only for a shard with pages to render."""
