@@ -71,9 +71,9 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
         step unless they run already."""
         settings = self.settings()
         store = CrawlStore.from_settings(settings)
-        archive = store.archive if settings.archive_responses else None
         lent = run_parse_workers(settings, start=pages >= settings.parse_workers_from) if shared_workers else None
-        return ShardFetcher(Fetcher.from_settings(settings), settings.parser, archive,
+        return ShardFetcher(Fetcher.from_settings(settings), settings.parser,
+                            store.archive if settings.archive_responses else None,
                             main_content=settings.main_content, parse_workers=settings.parse_workers,
                             workers=lent, workers_from=settings.parse_workers_from,
                             max_links=settings.max_links_per_page, max_bytes=settings.batch_max_bytes,
@@ -82,8 +82,9 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
     def shard_renderer(self) -> ShardRenderer:
         """The render step's renderer: starts browsers only for a shard with pages to render."""
         settings = self.settings()
-        archive = CrawlStore.from_settings(settings).archive if settings.archive_responses else None
-        return ShardRenderer.from_settings(settings, archive)
+        store = CrawlStore.from_settings(settings)
+        return ShardRenderer.from_settings(settings, store.archive if settings.archive_responses else None,
+                                           FrontierReadModel(store).crawl_states)
 
     def start_parse_workers(self, pages: int) -> None:
         """Start the run's parse workers now, for a batch of ``pages`` (they take a while to import

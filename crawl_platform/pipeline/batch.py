@@ -67,7 +67,7 @@ class BatchReport:
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
-    held: int = 0  # items of paused or cancelled crawls, not fetched
+    held: int = 0  # items of paused or cancelled crawls, not fetched (held at plan time or by the fetch steps)
     snapshot_id: int | None = None  # the lake snapshot the batch landed in
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -256,10 +256,12 @@ class BatchLander:
         archived: dict[str, RecordPointer] = {}
         unchanged: set[str] = set()
         postponed: set[str] = set()
+        held: set[str] = set()
         rendering: dict[str, PageRendering] = {}
         for shard in shards:
             rendering.update(shard.rendering)
             postponed.update(shard.postponed)
+            held.update(shard.held)
             unchanged.update(shard.unchanged)
             archived.update(shard.archived)
             results.update(shard.results)
@@ -274,6 +276,9 @@ class BatchLander:
             results = {url: r for url, r in results.items() if url not in landed.refetch}
             postponed |= landed.refetch
         report.postponed = len(postponed)
+        # Passed over by a fetch or render step once their crawls were paused or cancelled: they land
+        # ``skipped``, as those the plan step held (``report.held`` already counts those).
+        report.held += sum(1 for i in prepared.items if i.url in held)
         report.rendered = sum(1 for r in rendering.values() if r.rendered)
         report.unchanged += len(unchanged) - len(landed.refetch)
         report.seconds["land"] = time.perf_counter() - clock
@@ -364,7 +369,8 @@ class BatchCrawler:
                    workers_from=settings.parse_workers_from, max_links=settings.max_links_per_page,
                    max_bytes=settings.batch_max_bytes,
                    renderer=ShardRenderer.from_settings(
-                       settings, store.archive if settings.archive_responses else None))
+                       settings, store.archive if settings.archive_responses else None,
+                       crawl_states=FrontierReadModel(store).crawl_states))
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

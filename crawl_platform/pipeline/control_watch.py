@@ -5,9 +5,10 @@ planned before that fetches on: its plan step held back only the crawls paused o
 :class:`ControlWatch` reads the states of a shard's crawls from the lake at most once every
 ``interval_s`` (one small read, from whichever fetch thread asks first once the interval is up;
 the others go on with the states read last), and holds a request once every crawl that wants its
-URL is paused or cancelled. A held URL has no result: it lands as a ``postponed`` item, which
-leaves its frontier row as the command made it, ``paused`` (resume publishes it again) or
-``cancelled``. A request already sent finishes and lands as usual.
+URL is paused or cancelled. A held URL has no result: it lands as a ``skipped`` item, as the plan
+step's held URLs do, which leaves its frontier row as the command made it, ``paused`` (resume
+publishes it again) or ``cancelled``. A request already sent finishes and lands as usual. The
+render step asks the same of each page before its browser loads it.
 
 A read that fails holds nothing new (the crawl goes on as it would without the watch) and is
 tried again at the next interval.
@@ -44,20 +45,29 @@ class ControlWatch:
         self._read_at = clock()
         self._held: frozenset[str] = frozenset()
         self._reading = threading.Lock()
+        self._failed = False  # a read failed already (later failures are not worth a warning each)
+        self.passed_over: list[str] = []  # the URLs held, in the order they were (appended from any thread)
 
     @classmethod
-    def of(cls, states: CrawlStates | None, requests: Iterable[FetchRequest]) -> ControlWatch | None:
-        """A watch over the crawls of ``requests``; None without a way to read states or without a
-        request that names its crawls."""
-        crawl_ids = {c for r in requests for c in r.crawl_ids}
-        return cls(states, crawl_ids) if states is not None and crawl_ids else None
+    def of(cls, states: CrawlStates | None, crawl_ids: Iterable[str]) -> ControlWatch | None:
+        """A watch over ``crawl_ids``; None without a way to read states or without a crawl."""
+        crawls = set(crawl_ids)
+        return cls(states, crawls) if states is not None and crawls else None
 
     def holds(self, request: FetchRequest) -> bool:
-        """Whether every crawl that wants ``request`` is paused or cancelled (as last read)."""
-        if not request.crawl_ids:
+        """Whether every crawl that wants ``request`` is paused or cancelled (as last read); a
+        held request's URL is added to :attr:`passed_over`."""
+        return self.holds_url(request.url, request.crawl_ids)
+
+    def holds_url(self, url: str, crawl_ids: tuple[str, ...]) -> bool:
+        """Whether every crawl of ``crawl_ids`` (those that want ``url``) is paused or cancelled."""
+        if not crawl_ids:
             return False
         held = self.held()
-        return all(c in held for c in request.crawl_ids)
+        if held and all(c in held for c in crawl_ids):
+            self.passed_over.append(url)
+            return True
+        return False
 
     def held(self) -> frozenset[str]:
         """The crawls paused or cancelled as last read; reads again once the interval is up."""
@@ -74,6 +84,9 @@ class ControlWatch:
         try:
             states = self._states(self._crawl_ids)
         except Exception as err:  # a lake out of reach for a moment must not stop the fetch
-            log.warning("crawl states unreadable, fetching on: %s: %s", type(err).__name__, redact_passwords(str(err)))
+            level = logging.DEBUG if self._failed else logging.WARNING  # once a step, not once a second
+            self._failed = True
+            log.log(level, "crawl states unreadable, fetching on: %s: %s", type(err).__name__,
+                    redact_passwords(str(err)))
             return self._held
         return frozenset(c for c, state in states.items() if state is not CrawlState.ACTIVE)

@@ -2,7 +2,9 @@
 
 A shard needs neither the bus nor the store, so a run can fetch several in separate processes;
 its :class:`ShardResult` is what the landing step (``batch.BatchLander``) writes: every page
-parsed here, so landing only writes.
+parsed here, so landing only writes. Given a way to read its crawls' states (``crawl_states``,
+the lake's), it stops a paused or cancelled crawl's requests within about a second
+(:mod:`.control_watch`); without one, the states its plan step read hold for the whole shard.
 """
 
 from __future__ import annotations
@@ -35,24 +37,32 @@ class ShardResult:
     # they land no new version (should another batch have landed the URL since, landing leaves it
     # for a later batch, which parses it: see land_batch).
     unchanged: set[str] = field(default_factory=set)
-    # URLs not fetched because the shard's bodies reached its byte budget (a later batch fetches
-    # them), or because every crawl that wanted them was paused or cancelled while the shard ran
-    # (their rows are then ``paused`` or ``cancelled``, which a postponed item leaves alone).
+    # URLs not fetched because the shard's bodies reached its byte budget: a later batch fetches them.
     postponed: list[str] = field(default_factory=list)
     # For the render step: the URLs of crawls that render (None: nothing to render, no render step
     # work); after it, each page it decided on (crawl_platform.render).
     render: RenderContext | None = None
     rendering: dict[str, PageRendering] = field(default_factory=dict)
+    # URLs not fetched (or not rendered) because every crawl that wanted them was paused or
+    # cancelled while the shard ran (ControlWatch): they land as ``skipped`` items, as the plan
+    # step's held URLs do, leaving their rows ``paused`` (resume publishes them again) or ``cancelled``.
+    held: list[str] = field(default_factory=list)
 
     def with_rendering(self, rendered: ShardRendering) -> ShardResult:
         """This shard with what its render step gave: the rendered pages' parses in place of the
-        HTTP bodies', their renderings, and the hosts that need rendering marked."""
+        HTTP bodies', their renderings, and the hosts that need rendering marked. A page the render
+        step held (its crawls paused or cancelled before its turn) loses its fetch result too, so
+        it lands ``skipped`` and is fetched and rendered after a resume."""
         marked = rendered.hosts_needing
         hosts = [replace(h, render_needed=True) if h.origin in marked else h for h in self.hosts]
         hosts += [HostRecord(origin, render_needed=True) for origin in sorted(marked - {h.origin for h in hosts})]
-        return replace(self, parsed={**self.parsed, **rendered.parsed}, hosts=hosts,
+        dropped = set(rendered.held)
+        return replace(self, parsed={u: p for u, p in {**self.parsed, **rendered.parsed}.items() if u not in dropped},
+                       hosts=hosts,
                        seconds={**self.seconds, "render": self.seconds.get("render", 0.0) + rendered.seconds},
-                       rendering={**self.rendering, **rendered.rendering})
+                       rendering={**self.rendering, **rendered.rendering},
+                       results={u: r for u, r in self.results.items() if u not in dropped},
+                       held=[*self.held, *rendered.held])
 
 
 class ShardFetcher:
@@ -88,8 +98,9 @@ class ShardFetcher:
         """Fetch and parse one shard (whole hosts only, so a host's politeness stays here),
         starting from what earlier runs learned about its hosts; ``batch_id`` and ``shard`` name
         its WARC file. Once its bodies reach ``max_bytes`` (default: the fetcher's own budget) it
-        starts no new request, and the URLs left are the result's ``postponed``; so are the URLs
-        whose crawls were all paused or cancelled while it fetched."""
+        starts no new request, and the URLs left are the result's ``postponed``. While it fetches,
+        a :class:`ControlWatch` reads the crawls' states (with ``crawl_states``): a URL whose
+        crawls are all paused or cancelled by its turn is not requested, and is the result's ``held``."""
         self.fetcher.prime(hosts)
         # With parse workers, pages are parsed in other processes as they arrive, so "parse" is
         # only the last chunks (this process parses those no worker has taken yet, after writing
@@ -111,9 +122,10 @@ class ShardFetcher:
 
             self.fallback = pool.fallback
             clock = time.perf_counter()
-            watch = ControlWatch.of(self.crawl_states, requests)
+            watch = ControlWatch.of(self.crawl_states, {c for r in requests for c in r.crawl_ids})
             results = self.fetcher.fetch_all(requests, parse, max_bytes or self.max_bytes,
                                              watch.holds if watch is not None else None)
+            held = set(watch.passed_over) if watch is not None else set()
             seconds = {"fetch": time.perf_counter() - clock}
             archived: dict[str, RecordPointer] = {}
             if self.archive is not None:  # while the workers parse the last pages
@@ -129,15 +141,16 @@ class ShardFetcher:
             seconds["parse"] = time.perf_counter() - clock
         parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
-        postponed = list(dict.fromkeys(r.url for r in requests if r.url not in results))
-        return ShardResult(results, parsed, learned, seconds, archived, unchanged, postponed,
-                           self._render_context(requests, hosts, learned))
+        left = list(dict.fromkeys(r.url for r in requests if r.url not in results))
+        return ShardResult(results, parsed, learned, seconds, archived, unchanged,
+                           [u for u in left if u not in held], self._render_context(requests, hosts, learned),
+                           held=[u for u in left if u in held])
 
     def _render_context(self, requests: list[FetchRequest], hosts: list[HostRecord],
                         learned: list[HostRecord]) -> RenderContext | None:
         """What the render step needs for the shard's URLs of crawls that render; None without any."""
         terms = {r.url: RenderTerms(r.render, r.user_agent or self.fetcher.user_agent, r.host_delay_s,
-                                    r.screenshots, r.extract_rules)
+                                    r.screenshots, r.extract_rules, r.crawl_ids)
                  for r in requests if r.render != "never"}
         if not terms:
             return None

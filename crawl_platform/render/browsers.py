@@ -115,12 +115,15 @@ class BrowserPool:
             return fn()
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
 
-    def render_all(self, jobs: Iterable[RenderJob]) -> dict[str, Rendered]:
-        """Render every job, ``browsers`` at a time; each job's :class:`Rendered` by its URL."""
+    def render_all(self, jobs: Iterable[RenderJob],
+                   hold: Callable[[RenderJob], bool] | None = None) -> dict[str, Rendered]:
+        """Render every job, ``browsers`` at a time; each job's :class:`Rendered` by its URL.
+        ``hold`` is asked once a browser is free for a job, before it loads the page (in a thread
+        of its own, as it may read the lake): a job it holds is not loaded and has no result."""
         jobs = list(jobs)
         if not jobs:
             return {}
-        return asyncio.run_coroutine_threadsafe(self._render_all(jobs), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(self._render_all(jobs, hold), self._loop).result()
 
     def pids(self) -> list[int]:
         """Process ids of the browsers running now (their main processes)."""
@@ -136,7 +139,8 @@ class BrowserPool:
         for slot in self._slots:  # whatever the loop could not end
             slot.kill_process()
 
-    async def _render_all(self, jobs: list[RenderJob]) -> dict[str, Rendered]:
+    async def _render_all(self, jobs: list[RenderJob],
+                          hold: Callable[[RenderJob], bool] | None = None) -> dict[str, Rendered]:
         if self._playwright is None:
             from playwright.async_api import async_playwright  # noqa: PLC0415 - only rendering imports it
 
@@ -147,13 +151,15 @@ class BrowserPool:
                 slot = _Slot(self, GuardProxy(self.guard, self.connect_timeout_s, self.proxies))
                 self._slots.append(slot)
                 self._free.put_nowait(slot)
-        results = await asyncio.gather(*(self._render_one(job) for job in jobs))
-        return {r.url: r for r in results}
+        results = await asyncio.gather(*(self._render_one(job, hold) for job in jobs))
+        return {r.url: r for r in results if r is not None}
 
-    async def _render_one(self, job: RenderJob) -> Rendered:
+    async def _render_one(self, job: RenderJob, hold: Callable[[RenderJob], bool] | None) -> Rendered | None:
         assert self._free is not None
         slot = await self._free.get()
         try:
+            if hold is not None and await asyncio.to_thread(hold, job):
+                return None
             return await slot.render(job)
         finally:
             self._free.put_nowait(slot)

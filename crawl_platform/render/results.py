@@ -24,6 +24,7 @@ class RenderTerms:
     host_delay_s: float | None = None  # the crawl's own gap (None: the platform's)
     screenshots: bool = False
     extract_rules: str = ""
+    crawl_ids: tuple[str, ...] = ()  # the crawls that want the page (a pause or cancel of all of them holds it)
 
 
 @dataclass
@@ -58,3 +59,6 @@ class ShardRendering:
     rendering: dict[str, PageRendering] = field(default_factory=dict)
     hosts_needing: set[str] = field(default_factory=set)
     seconds: float = 0.0
+    # Pages not rendered because every crawl that wanted them was paused or cancelled before their
+    # turn: landing drops their fetch results too, so they land ``skipped`` (see ShardResult.held).
+    held: list[str] = field(default_factory=list)

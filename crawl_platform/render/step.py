@@ -12,7 +12,10 @@ its archived response through the guard proxy, with the crawl's User-Agent, its 
 counted from the fetch step's last request to the host, and the host's robots.txt for every
 request of the page to that host, over HTTP or HTTPS, and out through the crawl's proxies
 (``CRAWL_PROXIES``) when it has any. A page whose rendering fails keeps its HTTP parse and records
-why. The rendered DOMs (and screenshots) go to one new WARC file of the shard, each a
+why. With ``crawl_states``, a :class:`~crawl_platform.pipeline.control_watch.ControlWatch` reads
+the crawls' states while the step renders: a page whose crawls are all paused or cancelled by its
+turn is not loaded, and lands ``skipped`` (its fetch result dropped), to be fetched and rendered
+after a resume. The rendered DOMs (and screenshots) go to one new WARC file of the shard, each a
 ``conversion`` record pointing at the page's response record.
 """
 
@@ -34,6 +37,7 @@ from crawl_platform.fetch.transport import Transport
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import Page, parse_pages
+from crawl_platform.pipeline.control_watch import ControlWatch, CrawlStates
 from crawl_platform.render import find_browser, rendering_problem
 from crawl_platform.render.decision import RenderDecision, decide
 from crawl_platform.render.results import PageRendering, RenderContext, ShardRendering
@@ -55,8 +59,11 @@ class ShardRenderer:
                  max_memory_mb: int = 1024, host_delay_s: float = 0.25, min_host_delay_s: float = 0.0,
                  connect_timeout_s: float = 5.0, archive: Folder | None = None, parser: ParserEngine = DEFAULT_ENGINE,
                  main_content: bool = True, max_links: int = MAX_LINKS_PER_PAGE, ca_file: str = "",
-                 obey_robots: bool = True, user_agent: str = "", proxies: ProxyPool | None = None) -> None:
+                 obey_robots: bool = True, user_agent: str = "", proxies: ProxyPool | None = None,
+                 crawl_states: CrawlStates | None = None) -> None:
         self.guard = guard
+        # Reads the crawls' states from the lake (ControlWatch); None: the plan step's states hold.
+        self.crawl_states = crawl_states
         self.ca_file = ca_file  # CRAWL_TLS_CA_FILE: the browsers trust its CAs, as the fetcher does
         self.obey_robots = obey_robots  # CRAWL_OBEY_ROBOTS: for every request of a rendered page too
         # Sent for robots.txt files, as the fetcher does: CRAWL_USER_AGENT.
@@ -79,7 +86,8 @@ class ShardRenderer:
         self._extractors: dict[str, Extractor | None] = {}
 
     @classmethod
-    def from_settings(cls, settings: Settings, archive: Folder | None = None) -> ShardRenderer:
+    def from_settings(cls, settings: Settings, archive: Folder | None = None,
+                      crawl_states: CrawlStates | None = None) -> ShardRenderer:
         return cls(NetworkGuard(settings.allowed_networks), allowed=settings.render_allowed,
                    browser_path=settings.browser_path, browsers=settings.render_browsers,
                    pages_per_browser=settings.render_pages_per_browser, timeout_s=settings.render_timeout_s,
@@ -89,7 +97,7 @@ class ShardRenderer:
                    main_content=settings.main_content, max_links=settings.max_links_per_page,
                    ca_file=settings.tls_ca_file, obey_robots=settings.obey_robots, user_agent=settings.user_agent,
                    proxies=(ProxyPool.from_settings_list(settings.proxies, settings.secrets())
-                            if settings.proxies else None))
+                            if settings.proxies else None), crawl_states=crawl_states)
 
     def render(self, shard: ShardResult, batch_id: str = "", name: str = "s0") -> ShardResult:
         """The shard with its pages that need it rendered (untouched when none of its crawls render)."""
@@ -108,12 +116,17 @@ class ShardRenderer:
         problem = None if self.allowed else "rendering is off on this platform (CRAWL_RENDER_ALLOWED=false)"
         problem = problem or (rendering_problem(self.browser_path, self.ca_file) if wanted else None)
         outcomes: dict[str, Rendered] = {}
+        watch = ControlWatch.of(self.crawl_states, {c for url in wanted for c in context.terms[url].crawl_ids})
         if wanted and problem is None:
-            outcomes = self._pool_for().render_all(self._jobs(shard, context, wanted))
+            hold = (lambda job: watch.holds_url(job.url, context.terms[job.url].crawl_ids)) if watch else None
+            outcomes = self._pool_for().render_all(self._jobs(shard, context, wanted), hold)
+        held = set(watch.passed_over) if watch is not None else set()
         rendering: dict[str, PageRendering] = {}
         doms: dict[str, Rendered] = {}
         for url, decision in decisions.items():
             outcome = outcomes.get(url)
+            if url in held:
+                continue
             if not decision.render:
                 rendering[url] = PageRendering(False, decision.reason)
             elif outcome is None or outcome.html is None:
@@ -130,7 +143,7 @@ class ShardRenderer:
         for url, outcome in doms.items():
             rendering[url] = PageRendering(True, decisions[url].reason, None, outcome.refused, pointers.get(url))
         marked = {origin_of(url) for url, d in decisions.items() if d.marks_host and url in doms}
-        return ShardRendering(parsed, rendering, marked, time.perf_counter() - clock)
+        return ShardRendering(parsed, rendering, marked, time.perf_counter() - clock, sorted(held))
 
     def pids(self) -> list[int]:
         """The browsers' process ids (none before the first page to render)."""

@@ -3,6 +3,7 @@ resume through the engine's crawl loop, on the real broker and a demo site on lo
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -13,7 +14,9 @@ from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.frontier.control import ControlRefusedError, UnknownCrawlError
+from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.pipeline.control import ControlIntake, build_control, submit_control
+from crawl_platform.pipeline.control_watch import ControlWatch
 from crawl_platform.pipeline.loop import LoopReport
 from crawl_platform.pipeline.planning import PlannedBatch
 from tests.unit.crawl_rows import crawl_loop, crawl_request, frontier_rows
@@ -167,53 +170,148 @@ def test_a_command_stored_with_a_time_ahead_of_the_clock_does_not_outrank_later_
     assert frontier.status("ahead")[0].state == "active"
 
 
-def test_a_pause_stops_a_fetching_shard_within_seconds_and_resume_fetches_the_rest_once(settings, bus, store):
-    """A shard already fetching when its crawl is paused sends no request of that crawl once its
-    watch has read the new state (about a second), while another crawl of the shard goes on; the
-    paused crawl's URLs it passed over stay ``paused``, and resume fetches each of them once."""
+class _StateReads:
+    """The shard's way to read its crawls' states (the lake's, through the read model), recording
+    when each read ended and what it said of ``crawl_id``."""
+
+    def __init__(self, states, crawl_id: str) -> None:
+        self.states, self.crawl_id = states, crawl_id
+        self.reads: list[tuple[float, str]] = []
+
+    def __call__(self, crawl_ids: set[str]):
+        got = self.states(crawl_ids)
+        self.reads.append((time.monotonic(), got[self.crawl_id].value))
+        return got
+
+    def first(self, state: str) -> float:
+        return next(at for at, seen in self.reads if seen == state)
+
+
+def _fetch_one_batch_while(action: str, crawler, bus, store, site_a, site_b, after: int = 5):
+    """Register crawls ``pa`` (site A) and ``pb`` (site B), plan one batch of both, and fetch it
+    while another thread issues ``action`` on ``pa`` once site A has had ``after`` page requests;
+    lands and expands the batch. Returns (the shard, its state reads, when the command committed)."""
+    urls_a = sorted(site_a.site.expected_urls(site_a.base_url))
+    urls_b = sorted(site_b.site.expected_urls(site_b.base_url))
+    crawler.frontier.register(crawl_request("pa", *urls_a, max_pages=1000, max_depth=0))
+    crawler.frontier.register(crawl_request("pb", *urls_b, max_pages=1000, max_depth=0))
+    ranges = [OffsetRange(p, lo, hi) for p, (lo, hi) in bus.watermarks(bus.frontier_topic).items() if hi > lo]
+    prepared = crawler.prepare("b1", ranges, refetch_done=False)
+    assert len(prepared.requests) == len(urls_a) + len(urls_b)
+    reads = _StateReads(crawler.shard_fetcher.crawl_states, "pa")
+    crawler.shard_fetcher.crawl_states = reads
+    issued: list[float] = []
+
+    def command_soon() -> None:
+        _until(lambda: len(_page_requests(site_a)) >= after)
+        crawler.frontier.control(build_control("pa", action))
+        issued.append(time.monotonic())
+
+    commander = threading.Thread(target=command_soon)
+    commander.start()
+    shard = crawler.fetch_shard(prepared.requests, prepared.hosts, "b1")
+    commander.join()
+    report = crawler.land(prepared, [shard])
+    crawler.expand("b1")
+    # Crawl B lost nothing to A's command: every page of its site was requested in the batch.
+    assert {site_b.base_url + r.path for r in _page_requests(site_b)} == set(urls_b)
+    assert report.held == len(shard.held)
+    assert report.postponed == 0
+    return shard, reads, issued[0]
+
+
+def _page_requests(site):
+    return [r for r in site.requests if r.path != "/robots.txt"]
+
+
+def _stopped_after(site, reads: _StateReads, issued: float, state: str) -> None:
+    """Site A's requests stopped at the watch's first read after the command: the read saw the
+    new state, it came at most one read interval and one request after the command, at most the
+    request already in flight reached the site after it, and most of the site was never asked."""
+    seen_at = reads.first(state)
+    before = [at for at, _seen in reads.reads if at < issued]
+    assert seen_at == min(at for at, _seen in reads.reads if at > issued)  # the first read after it
+    assert all(b - a >= 1.0 for a, b in itertools.pairwise(at for at, _seen in reads.reads))  # once a second
+    assert not before or seen_at - before[-1] >= 1.0
+    late = [r for r in _page_requests(site) if r.started_at > seen_at]
+    assert len(late) <= 1, late  # one host, one request in flight at a time
+    after = [r for r in _page_requests(site) if r.started_at > issued]
+    assert len(after) < len(site.site.expected_urls(site.base_url)) // 3, len(after)
+
+
+def test_a_pause_stops_a_fetching_shard_within_a_second_and_resume_fetches_the_rest_once(settings, bus, store):
+    """A shard already fetching when its crawl is paused sends none of that crawl's requests once
+    its watch has read the new state from the lake (at most a second later), while another crawl
+    of the shard goes on; the URLs it passed over land ``skipped`` and stay ``paused``, and resume
+    fetches each of them once."""
     fetcher = Fetcher(settings.user_agent, host_delay_s=0.1, allowed_networks=["127.0.0.0/8"])
-    with DemoSite(n_pages=60, seed=3).serve() as site_a, DemoSite(n_pages=60, seed=4).serve() as site_b:
+    with DemoSite(n_pages=150, seed=3).serve() as site_a, DemoSite(n_pages=40, seed=4).serve() as site_b:
         loop = crawl_loop(settings, bus, store, fetcher)
-        crawler = loop.crawler
         urls_a = sorted(site_a.site.expected_urls(site_a.base_url))
-        urls_b = sorted(site_b.site.expected_urls(site_b.base_url))
-        crawler.frontier.register(crawl_request("pa", *urls_a, max_pages=1000, max_depth=0))
-        crawler.frontier.register(crawl_request("pb", *urls_b, max_pages=1000, max_depth=0))
-        ranges = [OffsetRange(p, lo, hi) for p, (lo, hi) in bus.watermarks(bus.frontier_topic).items() if hi > lo]
-        prepared = crawler.prepare("b1", ranges, refetch_done=False)
-        assert len(prepared.requests) == len(urls_a) + len(urls_b)
-        paused_at: list[float] = []
-
-        def pause_soon() -> None:
-            _until(lambda: len(site_a.requests) >= 5)
-            crawler.frontier.control(build_control("pa", "pause"))
-            paused_at.append(time.monotonic())
-
-        pauser = threading.Thread(target=pause_soon)
-        pauser.start()
-        shard = crawler.fetch_shard(prepared.requests, prepared.hosts, "b1")
-        pauser.join()
-        crawler.land(prepared, [shard])
-        crawler.expand("b1")
-        pages_a = [r for r in site_a.requests if r.path != "/robots.txt"]
-        # Pages of site A a 0.1 s gap gives in 60 pages: 6 s; the pause stops it well before.
-        assert len(pages_a) < len(urls_a)
-        last_after_pause = max(r.started_at for r in pages_a) - paused_at[0]
-        assert last_after_pause < 5.0, last_after_pause  # the watch reads once a second
-        assert {site_b.base_url + r.path for r in site_b.requests} >= set(urls_b)  # B went on
+        shard, reads, paused_at = _fetch_one_batch_while("pause", loop.crawler, bus, store, site_a, site_b)
+        _stopped_after(site_a, reads, paused_at, "paused")
         rows = frontier_rows(store, "pa")
         passed_over = {u for u, (_d, s) in rows.items() if s == "paused"}
         assert passed_over
-        assert set(shard.postponed) == passed_over
+        assert set(shard.held) == passed_over
+        outcomes = dict(store.query("SELECT url, outcome FROM batch_items WHERE crawl_id = 'pa'"))
+        assert {outcomes[u] for u in passed_over} == {"skipped"}  # as the plan step's held URLs land
         # The rest was requested before the pause took effect and has its outcome (a 404 fails).
         assert {s for u, (_d, s) in rows.items() if u not in passed_over} <= {"fetched", "failed"}
-        assert set(rows) - passed_over <= {site_a.base_url + r.path for r in pages_a}
+        assert set(rows) - passed_over <= {site_a.base_url + r.path for r in _page_requests(site_a)}
+        asked = len(_page_requests(site_a))
 
-        crawler.frontier.control(build_control("pa", "resume"))
+        loop.crawler.frontier.control(build_control("pa", "resume"))
         loop.run_until_idle()
-    assert _pages(store, "pa") == urls_a  # once each: what the pause passed over, after the resume
+        # Exactly once: each URL the pause passed over is requested after the resume, and no other.
+        again = [site_a.base_url + r.path for r in _page_requests(site_a)[asked:]]
+        assert sorted(again) == sorted(passed_over)
+    assert _pages(store, "pa") == urls_a
     assert store.query("SELECT count(*) FROM pages WHERE crawl_id = 'pa'")[0][0] == len(urls_a)
     assert {s for _d, s in frontier_rows(store, "pa").values()} <= {"fetched", "failed"}
+
+
+def test_a_cancel_stops_a_fetching_shard_within_a_second_and_its_urls_stay_cancelled(settings, bus, store):
+    fetcher = Fetcher(settings.user_agent, host_delay_s=0.1, allowed_networks=["127.0.0.0/8"])
+    with DemoSite(n_pages=150, seed=5).serve() as site_a, DemoSite(n_pages=40, seed=6).serve() as site_b:
+        loop = crawl_loop(settings, bus, store, fetcher)
+        shard, reads, cancelled_at = _fetch_one_batch_while("cancel", loop.crawler, bus, store, site_a, site_b)
+        _stopped_after(site_a, reads, cancelled_at, "cancelled")
+        asked = len(site_a.requests)
+        requested = {site_a.base_url + r.path for r in _page_requests(site_a)}
+        loop.run_until_idle()
+        assert len(site_a.requests) == asked  # nothing of the cancelled crawl is fetched again
+    rows = frontier_rows(store, "pa")
+    held = set(shard.held)
+    assert held
+    assert not held & requested
+    # Every row is cancelled (a final state): the batch landed after the cancel, so those it had
+    # requested before it stay cancelled too, their pages landed.
+    assert {u for u, (_d, s) in rows.items() if s == "cancelled"} == set(rows) == held | (requested & set(rows))
+    outcomes = dict(store.query("SELECT url, outcome FROM batch_items WHERE crawl_id = 'pa'"))
+    assert {outcomes[u] for u in held} == {"skipped"}
+
+
+def test_a_url_that_an_active_crawl_also_wants_is_not_held(settings, bus, store):
+    """The watch holds a URL only once every crawl that wants it is paused or cancelled, reading
+    the lake at most once an interval."""
+    loop = crawl_loop(settings, bus, store)
+    frontier = loop.crawler.frontier
+    frontier.register(crawl_request("wa", "http://127.0.0.1:9/"))
+    frontier.register(crawl_request("wb", "http://127.0.0.1:9/"))
+    now = [0.0]
+    watch = ControlWatch(FrontierReadModel(store).crawl_states, {"wa", "wb"}, interval_s=1.0, clock=lambda: now[0])
+    frontier.control(build_control("wa", "pause"))
+    assert not watch.holds_url("http://127.0.0.1:9/a", ("wa",))  # not read yet: the plan step has just read
+    now[0] = 1.0
+    assert watch.holds_url("http://127.0.0.1:9/a", ("wa",))
+    assert not watch.holds_url("http://127.0.0.1:9/b", ("wa", "wb"))  # wb is active and wants it
+    frontier.control(build_control("wb", "cancel"))
+    now[0] = 1.5
+    assert not watch.holds_url("http://127.0.0.1:9/b", ("wa", "wb"))  # within the interval: the last read holds
+    now[0] = 2.0
+    assert watch.holds_url("http://127.0.0.1:9/b", ("wa", "wb"))
+    assert watch.passed_over == ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]
 
 
 def _until(predicate, timeout_s: float = 60.0) -> None:
