@@ -355,8 +355,11 @@ class BatchCrawler:
                                           workers=workers, workers_from=workers_from, max_links=max_links,
                                           max_bytes=max_bytes, crawl_states=read_model.crawl_states)
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
-        # Renders the pages of crawls that render (none: such pages land as fetched over HTTP).
+        # Renders the pages of crawls that render (none: such pages land as fetched over HTTP); it
+        # watches its crawls' states in this store, as the shard fetcher does, unless told otherwise.
         self.renderer = renderer
+        if renderer is not None and renderer.crawl_states is None:
+            renderer.crawl_states = read_model.crawl_states
 
     @classmethod
     def from_settings(cls, settings: Settings, workers: ParseWorkers | None = None) -> BatchCrawler:
@@ -369,8 +372,7 @@ class BatchCrawler:
                    workers_from=settings.parse_workers_from, max_links=settings.max_links_per_page,
                    max_bytes=settings.batch_max_bytes,
                    renderer=ShardRenderer.from_settings(
-                       settings, store.archive if settings.archive_responses else None,
-                       crawl_states=FrontierReadModel(store).crawl_states))
+                       settings, store.archive if settings.archive_responses else None))
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

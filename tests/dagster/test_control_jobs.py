@@ -7,6 +7,8 @@ from dagster import SensorResult, build_sensor_context, validate_run_config
 from crawl_platform.bus.messages import CrawlRequest, decode_crawl_request
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.frontier.frontier import Frontier
+from crawl_platform.pipeline.control import build_control
+from crawl_platform.states import CrawlState
 from crawl_platform_dagster.assets.control import crawl_control_job, pause_crawl_job, resume_crawl_job
 from crawl_platform_dagster.assets.intake import submit_crawl_job
 from crawl_platform_dagster.resources.crawl import CrawlSettingsResource
@@ -85,3 +87,24 @@ def test_launchpad_crawl_takes_its_policies(crawl_env, bus):
     assert not result.success
     assert "priority must be between 0 and 1000000, not -1" in \
         result.get_step_failure_events()[0].step_failure_data.error.message
+
+
+def test_a_runs_fetch_and_render_steps_read_their_crawls_states_from_the_lake(crawl_env, bus, store):
+    """The resource's shard fetcher and renderer watch the crawls' states in the run's lake, so a
+    pause or cancel stops a fetch step already running (crawl_platform.pipeline.control_watch)."""
+    frontier = Frontier(store, bus)
+    for crawl_id in ("dg-on", "dg-paused", "dg-gone"):
+        frontier.register(CrawlRequest(crawl_id, ("http://127.0.0.1:9/",), 10, 1, "host", 0.0))
+    frontier.control(build_control("dg-paused", "pause"))
+    frontier.control(build_control("dg-gone", "cancel"))
+    crawl = CrawlSettingsResource()
+    fetcher = crawl.shard_fetcher(pages=1)
+    renderer = crawl.shard_renderer()
+    try:
+        for states in (fetcher.crawl_states, renderer.crawl_states):
+            assert states is not None
+            assert states({"dg-on", "dg-paused", "dg-gone"}) == {
+                "dg-on": CrawlState.ACTIVE, "dg-paused": CrawlState.PAUSED, "dg-gone": CrawlState.CANCELLED}
+    finally:
+        fetcher.close()
+        renderer.close()

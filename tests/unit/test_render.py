@@ -14,15 +14,18 @@ from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawl_platform.bus.messages import CrawlRequest
+from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.extract.rules import parse_rules
 from crawl_platform.extract.run import extract_crawl
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.netguard import NetworkGuard
+from crawl_platform.pipeline.control import build_control
 from crawl_platform.render import rendering_problem
 from crawl_platform.render.step import ShardRenderer
 from crawl_platform.store.records import view_name
@@ -284,3 +287,55 @@ def test_a_crawl_asking_for_rendering_without_a_browser_gets_one_line(tmp_path: 
     assert rendering_problem(str(tmp_path / "no-chromium")) == (
         f"rendering needs a browser (CRAWL_BROWSER_PATH {str(tmp_path / 'no-chromium')!r} is not an executable): "
         "install Chromium (Debian: apt-get install chromium) or set CRAWL_BROWSER_PATH")
+
+
+def test_a_pause_while_rendering_holds_the_pages_not_yet_loaded_and_resume_renders_them_once(settings, bus, store):
+    """The render step asks its watch before each page: once it has read the pause from the lake,
+    no browser loads a page of the paused crawl; those pages land ``skipped`` (their HTTP fetch
+    dropped, their rows ``paused``), and after the resume each is fetched and rendered once."""
+    with SpaSite(products=10) as spa:
+        renderer = _renderer(store, host_delay_s=0.4)  # a gap between two page loads of the host
+        fetcher = Fetcher(AGENT, host_delay_s=0.0, allowed_networks=["127.0.0.1/32"])
+        loop = crawl_loop(settings, bus, store, fetcher, renderer=renderer)
+        crawler = loop.crawler
+        crawler.frontier.register(CrawlRequest("held", tuple(spa.pages), 100, 0, "host", time.time(),  # type: ignore[arg-type]
+                                               render="always"))
+        try:
+            ranges = [OffsetRange(p, lo, hi) for p, (lo, hi) in bus.watermarks(bus.frontier_topic).items() if hi > lo]
+            prepared = crawler.prepare("b1", ranges, refetch_done=False)
+            assert len(prepared.requests) == len(spa.pages)
+
+            def pause_at_the_first_render() -> None:
+                deadline = time.monotonic() + 120
+                while not any(s.path.startswith("/api/page") for s in spa.requests):
+                    assert time.monotonic() < deadline, "no page was rendered"
+                    time.sleep(0.02)
+                crawler.frontier.control(build_control("held", "pause"))
+
+            pauser = threading.Thread(target=pause_at_the_first_render)
+            pauser.start()
+            shard = crawler.fetch_shard(prepared.requests, prepared.hosts, "b1")
+            pauser.join()
+            report = crawler.land(prepared, [shard])
+            crawler.expand("b1")
+            held = set(shard.held)
+            assert held
+            assert report.held == len(held)
+            assert not held & set(_pages(store, "held"))  # nothing of them landed
+            rows = dict(store.query("SELECT url, state FROM frontier WHERE crawl_id = 'held'"))
+            assert {rows[u] for u in held} == {"paused"}
+            outcomes = dict(store.query("SELECT url, outcome FROM batch_items WHERE crawl_id = 'held'"))
+            assert {outcomes[u] for u in held} == {"skipped"}
+            rendered = {s.path.split("path=", 1)[1] for s in spa.requests if s.path.startswith("/api/page")}
+            assert not {u[len(spa.base_url):] for u in held} & {unquote(p) for p in rendered}  # never loaded
+
+            crawler.frontier.control(build_control("held", "resume"))
+            loop.run_until_idle(max_turns=200)
+        finally:
+            crawler.close()
+        pages = _pages(store, "held")
+        assert sorted(pages) == sorted(spa.pages)
+        assert store.query("SELECT count(*) FROM pages WHERE crawl_id = 'held'") == [(len(spa.pages),)]
+        assert {v[0] for v in pages.values()} == {True}  # every page rendered, the held ones after the resume
+        api = [unquote(s.path.split("path=", 1)[1]) for s in spa.requests if s.path.startswith("/api/page")]
+        assert sorted(api) == sorted(u[len(spa.base_url):] or "/" for u in spa.pages)  # each rendered once
