@@ -33,26 +33,28 @@ READ_INTERVAL_S = 1.0  # how stale a shard's view of its crawls' states may get
 
 class ControlWatch:
     """Which of a set of crawls are paused or cancelled, read through ``states`` at most once every
-    ``interval_s``; thread-safe. The first read comes one interval after it is made: the plan step
-    has just read the same states."""
+    ``interval_s``; thread-safe. The first read comes one interval after it is made, as a fetch
+    step's plan step has just read the same states (a shard fetched in less costs no read), or at
+    the first question with ``read_first`` (a render step, which comes after the whole fetch)."""
 
     def __init__(self, states: CrawlStates, crawl_ids: Iterable[str], interval_s: float = READ_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, read_first: bool = False) -> None:
         self._states = states
         self._crawl_ids = set(crawl_ids)
         self._interval_s = interval_s
         self._clock = clock
-        self._read_at = clock()
+        self._read_at = clock() - (interval_s if read_first else 0.0)
         self._held: frozenset[str] = frozenset()
         self._reading = threading.Lock()
         self._failed = False  # a read failed already (later failures are not worth a warning each)
         self.passed_over: list[str] = []  # the URLs held, in the order they were (appended from any thread)
 
     @classmethod
-    def of(cls, states: CrawlStates | None, crawl_ids: Iterable[str]) -> ControlWatch | None:
+    def of(cls, states: CrawlStates | None, crawl_ids: Iterable[str], *, read_first: bool = False,
+           ) -> ControlWatch | None:
         """A watch over ``crawl_ids``; None without a way to read states or without a crawl."""
         crawls = set(crawl_ids)
-        return cls(states, crawls) if states is not None and crawls else None
+        return cls(states, crawls, read_first=read_first) if states is not None and crawls else None
 
     def holds(self, request: FetchRequest) -> bool:
         """Whether every crawl that wants ``request`` is paused or cancelled (as last read); a

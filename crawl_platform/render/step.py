@@ -116,7 +116,9 @@ class ShardRenderer:
         problem = None if self.allowed else "rendering is off on this platform (CRAWL_RENDER_ALLOWED=false)"
         problem = problem or (rendering_problem(self.browser_path, self.ca_file) if wanted else None)
         outcomes: dict[str, Rendered] = {}
-        watch = ControlWatch.of(self.crawl_states, {c for url in wanted for c in context.terms[url].crawl_ids})
+        # Read at the first page: the fetch step, however long, came between the plan step's read and this.
+        watch = ControlWatch.of(self.crawl_states, {c for url in wanted for c in context.terms[url].crawl_ids},
+                                read_first=True)
         if wanted and problem is None:
             hold = (lambda job: watch.holds_url(job.url, context.terms[job.url].crawl_ids)) if watch else None
             outcomes = self._pool_for().render_all(self._jobs(shard, context, wanted), hold)

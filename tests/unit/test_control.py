@@ -312,6 +312,9 @@ def test_a_url_that_an_active_crawl_also_wants_is_not_held(settings, bus, store)
     now[0] = 2.0
     assert watch.holds_url("http://127.0.0.1:9/b", ("wa", "wb"))
     assert watch.passed_over == ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]
+    # A render step's watch reads at its first question: a whole fetch step came after the plan's read.
+    assert ControlWatch(FrontierReadModel(store).crawl_states, {"wa"}, clock=lambda: 0.0,
+                        read_first=True).holds_url("http://127.0.0.1:9/c", ("wa",))
 
 
 def _until(predicate, timeout_s: float = 60.0) -> None:
