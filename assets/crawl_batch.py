@@ -220,6 +220,7 @@ def _pages_metadata(report: BatchReport, shards: int) -> dict[str, int | float |
         "render_seconds": round(report.seconds.get("render", 0.0), 3),
         "pages_rendered": report.rendered,
         "land_seconds": round(report.seconds.get("land", 0.0), 3),
+        "pages_landed_early": report.streamed,
         "pages_per_second": round((report.fetched + report.failed) / total, 1) if total else 0.0,
         # The lake as of this batch: SELECT ... FROM pages AT (VERSION => snapshot_id).
         "snapshot_id": report.snapshot_id,

@@ -26,6 +26,7 @@ from crawl_platform.pipeline.coordinator import CrawlCoordinator
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.page_events import PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher
+from crawl_platform.pipeline.streaming import StreamingLanding
 from crawl_platform.render.step import ShardRenderer
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.revisits import RevisitPolicy
@@ -77,7 +78,8 @@ class CrawlSettingsResource(ConfigurableResource):  # type: ignore[type-arg]  # 
                             main_content=settings.main_content, parse_workers=settings.parse_workers,
                             workers=lent, workers_from=settings.parse_workers_from,
                             max_links=settings.max_links_per_page, max_bytes=settings.batch_max_bytes,
-                            crawl_states=FrontierReadModel(store).crawl_states)
+                            crawl_states=FrontierReadModel(store).crawl_states,
+                            streaming=StreamingLanding.of(store, settings.land_every_s, settings.archive_responses))
 
     def shard_renderer(self) -> ShardRenderer:
         """The render step's renderer: starts browsers only for a shard with pages to render."""

@@ -50,6 +50,15 @@ class RunSettings(BaseSettings):
         "one batch per run, the sensor queuing runs ahead. Off on Celery, where a run's fetch fans out over "
         "workers; at most half of `CRAWL_RUN_TIMEOUT`.",
     )
+    land_every_s: float = Field(
+        5.0, ge=0, le=3600, validation_alias=AliasChoices("CRAWL_LAND_EVERY_S", "land_every_s"),
+        description="A fetch step that is still fetching after this many seconds lands the pages it has "
+        "fetched so far, and again every this many seconds: each round is a lake commit of their `pages`, "
+        "`documents` and `links` rows (and a WARC file of their responses), so a fetched page is readable "
+        "within seconds at any politeness, not when its whole batch lands. The batch's landing writes the "
+        "rest and its items. Pages of crawls that render land with the batch. A step that fetches in less "
+        "(a site without a delay) lands with its batch alone. `0`: every page lands with its batch.",
+    )
     batch_max_bytes: int = Field(
         256 * 1024 * 1024, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_MAX_BYTES", "batch_max_bytes"),
         description="Most bytes of bodies one batch holds in memory (256 MiB). Once its fetch has read this "

@@ -32,7 +32,7 @@ import signal
 import sys
 import threading
 import types
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
@@ -254,12 +254,49 @@ class ParsePool:
             with self._lock:
                 self._submitted.append((one, future))
 
+    def harvest(self, wait_s: float = 0.0) -> dict[str, ParsedPage]:
+        """The parses that are ready, each handed out once (:meth:`parsed` then gives only the
+        rest), for a caller that lands pages while the fetch goes on: the pages queued since the
+        last chunk go to the workers now, and the chunks they finish within ``wait_s`` come back.
+        Without workers (or before any has started) it parses the queued pages in the calling thread."""
+        with self._lock:
+            rest = self._take()
+        out: dict[str, ParsedPage] = {}
+        if not self._workers.alive:
+            with self._lock:
+                early, self._early = self._early, []
+            for chunk in [*early, rest]:
+                out.update(parse_pages(chunk, self.engine, self.main_content, self.max_links))
+                self.parsed_here += len(chunk)
+            return out
+        self._submit(rest)
+        if wait_s > 0:
+            with self._lock:
+                running = [f for _c, f in self._submitted if f is not None]
+            wait(running, timeout=wait_s)
+        with self._lock:
+            done = [(c, f) for c, f in self._submitted if f is None or f.done()]
+            self._submitted = [(c, f) for c, f in self._submitted if f is not None and not f.done()]
+            early = [] if self._workers.ready else self._early
+            if early:
+                self._early = []
+        for chunk, future in [*done, *((chunk, None) for chunk in early)]:
+            pages = None
+            if future is not None:
+                with contextlib.suppress(Exception):  # a dead worker: its chunk is parsed here
+                    pages = future.result()
+            if pages is None:
+                pages = parse_pages(chunk, self.engine, self.main_content, self.max_links)
+                self.parsed_here += len(chunk)
+            out.update(pages)
+        return out
+
     def parsed(self) -> dict[str, ParsedPage]:
-        """Every added page's parse, keyed by URL. This process is idle from here until the
-        workers are done, so it parses too: the chunks no worker has taken yet, from the last
-        one back (the workers take them from the first), and those that came before any worker
-        had started (a small batch's pages then never wait for a worker's start). It waits for
-        the rest, and parses here what a worker could not."""
+        """Every added page's parse (but those :meth:`harvest` handed out), keyed by URL. This
+        process is idle from here until the workers are done, so it parses too: the chunks no
+        worker has taken yet, from the last one back (the workers take them from the first), and
+        those that came before any worker had started (a small batch's pages then never wait for a
+        worker's start). It waits for the rest, and parses here what a worker could not."""
         with self._lock:
             rest = self._take()
         self._submit(rest)  # with those kept, if a worker has started by now

@@ -32,9 +32,10 @@ from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParseWorkers
-from crawl_platform.pipeline.landing import LandedBatch, land_batch
+from crawl_platform.pipeline.landing import LandedBatch, StreamedPages, land_batch
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
+from crawl_platform.pipeline.streaming import StreamingLanding
 from crawl_platform.render.results import PageRendering, ShardRendering
 from crawl_platform.render.step import ShardRenderer
 from crawl_platform.states import CrawlState
@@ -67,6 +68,7 @@ class BatchReport:
     bytes: int = 0
     new_versions: int = 0
     links: int = 0
+    streamed: int = 0  # pages the fetch steps landed in rounds while they fetched (CRAWL_LAND_EVERY_S)
     held: int = 0  # items of paused or cancelled crawls, not fetched (held at plan time or by the fetch steps)
     snapshot_id: int | None = None  # the lake snapshot the batch landed in
     seconds: dict[str, float] = field(default_factory=dict)
@@ -258,7 +260,9 @@ class BatchLander:
         postponed: set[str] = set()
         held: set[str] = set()
         rendering: dict[str, PageRendering] = {}
+        streamed = StreamedPages()
         for shard in shards:
+            streamed.add(shard.streamed)
             rendering.update(shard.rendering)
             postponed.update(shard.postponed)
             held.update(shard.held)
@@ -271,11 +275,12 @@ class BatchLander:
                 report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
         clock = time.perf_counter()
         landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived,
-                            self.revisit, unchanged, postponed, rendering)
+                            self.revisit, unchanged, postponed, rendering, streamed)
         if landed.refetch:  # not landed: left for a later batch, as postponed URLs are
             results = {url: r for url, r in results.items() if url not in landed.refetch}
             postponed |= landed.refetch
         report.postponed = len(postponed)
+        report.streamed = len(streamed.urls)
         # Passed over by a fetch or render step once their crawls were paused or cancelled: they land
         # ``skipped``, as those the plan step held (``report.held`` already counts those).
         report.held += sum(1 for i in prepared.items if i.url in held)
@@ -342,7 +347,7 @@ class BatchCrawler:
                  revisit: RevisitPolicy = DEFAULT_REVISITS, *, main_content: bool = True,
                  parse_workers: int = 0, workers: ParseWorkers | None = None, workers_from: int = 0,
                  max_links: int = MAX_LINKS_PER_PAGE, max_bytes: int | None = None,
-                 renderer: ShardRenderer | None = None) -> None:
+                 renderer: ShardRenderer | None = None, land_every_s: float = 0.0) -> None:
         self.bus = bus
         self.store = store
         self.fetcher = fetcher
@@ -353,7 +358,8 @@ class BatchCrawler:
         self.shard_fetcher = ShardFetcher(fetcher, parser, store.archive if archive else None,
                                           main_content=main_content, parse_workers=parse_workers,
                                           workers=workers, workers_from=workers_from, max_links=max_links,
-                                          max_bytes=max_bytes, crawl_states=read_model.crawl_states)
+                                          max_bytes=max_bytes, crawl_states=read_model.crawl_states,
+                                          streaming=StreamingLanding.of(store, land_every_s, archive))
         self.lander = BatchLander(store, read_model.batch_landed, revisit)
         # Renders the pages of crawls that render (none: such pages land as fetched over HTTP); it
         # watches its crawls' states in this store, as the shard fetcher does, unless told otherwise.
@@ -372,7 +378,8 @@ class BatchCrawler:
                    workers_from=settings.parse_workers_from, max_links=settings.max_links_per_page,
                    max_bytes=settings.batch_max_bytes,
                    renderer=ShardRenderer.from_settings(
-                       settings, store.archive if settings.archive_responses else None))
+                       settings, store.archive if settings.archive_responses else None),
+                   land_every_s=settings.land_every_s)
 
     def fetch_and_land(self, batch_id: str, offsets: OffsetRange | list[OffsetRange],
                        refetch_done: bool = True) -> BatchReport:

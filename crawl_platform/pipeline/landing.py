@@ -14,7 +14,7 @@ Landing only writes: every page it lands comes parsed from the fetch step.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -85,6 +85,7 @@ def land_batch(
     unchanged: Collection[str] = (),
     postponed: Collection[str] = (),
     rendering: Mapping[str, PageRendering] | None = None,
+    streamed: StreamedPages | None = None,
 ) -> LandedBatch:
     """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
 
@@ -100,13 +101,17 @@ def land_batch(
     land ``postponed``, and the batch's expansion publishes them again.
     ``rendering`` is how the render step dealt with each page of a crawl that renders
     (``pages.rendered``, ``render_*``); its parse of a rendered page is in ``parsed`` already.
+    ``streamed`` are the pages the fetch steps landed already (:func:`land_pages`): only their items
+    and revisits are written here, and their versions, documents and links count as the batch's.
     """
     pointers = archived or {}
     renders = rendering or {}
+    streamed = streamed or StreamedPages()
     crawl_of: dict[str, str] = {}
     for item in items:
         crawl_of.setdefault(item.url, item.crawl_id)
-    landable = [r for r in results.values() if not r.disallowed and not r.not_modified]
+    parsed = {url: page for url, page in parsed.items() if url not in streamed.urls}
+    landable = [r for r in results.values() if not r.disallowed and not r.not_modified and r.url not in streamed.urls]
     hashes = {r.url: r.content_hash for r in landable}
     tables = _page_tables(landable, crawl_of, hashes, parsed, pointers, renders)
     batch_items = _items_table(items, results, postponed)
@@ -123,7 +128,7 @@ def land_batch(
         record_items(con, batch_id, batch_items)
         _record_ranges(con, batch_id)
         save_hosts(con, hosts, datetime.now(UTC).replace(tzinfo=None))
-        changed = set(new_versions.column("url").to_pylist())
+        changed = set(new_versions.column("url").to_pylist()) | streamed.changed
         checked = [i for i in items if (r := results.get(i.url)) is not None and not r.disallowed]
         update_revisits(con, pa.table({
             "crawl_id": pa.array([i.crawl_id for i in checked], pa.string()),
@@ -132,12 +137,45 @@ def land_batch(
             "changed": pa.array([i.url in changed for i in checked], pa.bool_()),
         }), revisit)
     return LandedBatch(
-        new_versions=new_versions.num_rows,
-        documents=landed.documents,
-        links=landed.links,
+        new_versions=new_versions.num_rows + len(streamed.changed),
+        documents=landed.documents + streamed.documents,
+        links=landed.links + streamed.links,
         snapshot_id=store.last_snapshot_id,
         refetch=frozenset(refetch),
     )
+
+
+@dataclass
+class StreamedPages:
+    """The pages a fetch step landed while it fetched (:mod:`crawl_platform.pipeline.streaming`),
+    which the batch's landing leaves out of its own writes and counts as its own."""
+
+    urls: set[str] = field(default_factory=set)  # every page landed (a new version or not)
+    changed: set[str] = field(default_factory=set)  # those that landed as a new version
+    documents: int = 0
+    links: int = 0
+    rounds: int = 0  # commits
+
+    def add(self, other: StreamedPages) -> None:
+        self.urls |= other.urls
+        self.changed |= other.changed
+        self.documents += other.documents
+        self.links += other.links
+        self.rounds += other.rounds
+
+
+def land_pages(store: CrawlStore, batch_id: str, results: Sequence[FetchResult], crawl_of: Mapping[str, str],
+               parsed: Mapping[str, ParsedPage], archived: Mapping[str, RecordPointer]) -> StreamedPages:
+    """Write ``results`` (fetched, neither disallowed nor a 304) as the ``batch_id``'s ``pages``,
+    ``documents`` and ``links`` rows in one transaction, before the batch lands: a page becomes
+    readable within seconds of its fetch. ``crawl_of`` names each page's crawl; ``parsed`` holds the
+    parse of each HTML page among them. Landing a page again adds no version."""
+    hashes = {r.url: r.content_hash for r in results}
+    pages, docs, links = _page_tables(list(results), crawl_of, hashes, parsed, archived, {})
+    with store.write() as con:
+        landed = land_versions(con, batch_id, pages, docs, links)
+    return StreamedPages({r.url for r in results}, set(landed.versions.column("url").to_pylist()),
+                         landed.documents, landed.links, 1)
 
 
 def _page_tables(landable: list[FetchResult], crawl_of: Mapping[str, str], hashes: Mapping[str, str],

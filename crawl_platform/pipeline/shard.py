@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
@@ -19,9 +20,13 @@ from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParsePool, ParseWorkers
 from crawl_platform.pipeline.control_watch import ControlWatch, CrawlStates
+from crawl_platform.pipeline.landing import StreamedPages
 from crawl_platform.render.results import PageRendering, RenderContext, RenderTerms, ShardRendering
 from crawl_platform.storage import Folder
 from crawl_platform.store.hosts import HostRecord
+
+if TYPE_CHECKING:
+    from crawl_platform.pipeline.streaming import StreamingLanding
 
 
 @dataclass
@@ -47,6 +52,9 @@ class ShardResult:
     # cancelled while the shard ran (ControlWatch): they land as ``skipped`` items, as the plan
     # step's held URLs do, leaving their rows ``paused`` (resume publishes them again) or ``cancelled``.
     held: list[str] = field(default_factory=list)
+    # The pages the shard landed in rounds while it fetched (crawl_platform.pipeline.streaming): in
+    # ``results`` as they landed, their parses not in ``parsed``.
+    streamed: StreamedPages = field(default_factory=StreamedPages)
 
     def with_rendering(self, rendered: ShardRendering) -> ShardResult:
         """This shard with what its render step gave: the rendered pages' parses in place of the
@@ -75,8 +83,10 @@ class ShardFetcher:
     def __init__(self, fetcher: Fetcher, parser: ParserEngine = DEFAULT_ENGINE, archive: Folder | None = None, *,
                  main_content: bool = True, parse_workers: int = 0, workers: ParseWorkers | None = None,
                  workers_from: int = 0, max_links: int = MAX_LINKS_PER_PAGE, max_bytes: int | None = None,
-                 crawl_states: CrawlStates | None = None) -> None:
+                 crawl_states: CrawlStates | None = None, streaming: StreamingLanding | None = None) -> None:
         self.fetcher = fetcher
+        # Lands the shard's pages in rounds while it fetches (CRAWL_LAND_EVERY_S); None: all with the batch.
+        self.streaming = streaming
         # Reads the crawls' states from the lake, so that a pause or cancel stops the shard's requests
         # for them within about a second (ControlWatch); None: the states read at plan time hold.
         self.crawl_states = crawl_states
@@ -114,37 +124,45 @@ class ShardFetcher:
         with ParsePool(self._workers if requests and self._workers is not None else 0, self.parser,
                        main_content=self.main_content, max_links=self.max_links) as pool:
 
+            stream = self.streaming.start(batch_id, shard, requests, pool) if self.streaming and requests else None
+
             def parse(result: FetchResult) -> None:  # on the fetch threads
                 if known and result.is_html and known.get(result.url) == result.content_hash:
                     unchanged.add(result.url)  # the page the lake has: a parse would land nothing
-                else:
-                    pool.add(result)
+                    return
+                pool.add(result)
+                if stream is not None:
+                    stream.add(result)
 
             self.fallback = pool.fallback
             clock = time.perf_counter()
             watch = ControlWatch.of(self.crawl_states, {c for r in requests for c in r.crawl_ids})
-            results = self.fetcher.fetch_all(requests, parse, max_bytes or self.max_bytes,
-                                             watch.holds if watch is not None else None)
+            try:
+                results = self.fetcher.fetch_all(requests, parse, max_bytes or self.max_bytes,
+                                                 watch.holds if watch is not None else None)
+            finally:
+                streamed, harvested = stream.finish() if stream is not None else (StreamedPages(), {})
+            results.update(stream.results if stream is not None else {})
             held = set(watch.passed_over) if watch is not None else set()
             seconds = {"fetch": time.perf_counter() - clock}
             archived: dict[str, RecordPointer] = {}
             if self.archive is not None:  # while the workers parse the last pages
                 clock = time.perf_counter()
                 archived, not_archived = archive_results(self.archive, shard_file_name(batch_id, shard),
-                                                         results.values(),
+                                                         [r for r in results.values() if r.url not in streamed.urls],
                                                          {"isPartOf": batch_id or "batch", "shard": shard})
                 for url, error in not_archived.items():  # the page lands all the same, with the reason
                     results[url] = replace(results[url], error=results[url].error or f"not archived: {error}")
                 seconds["archive"] = time.perf_counter() - clock
             clock = time.perf_counter()
-            by_url = pool.parsed()
+            by_url = {**harvested, **pool.parsed()}
             seconds["parse"] = time.perf_counter() - clock
         parsed: dict[str, ParsedPage] = {url: by_url[url] for url in results if url in by_url}
         learned = self.fetcher.host_records({origin_of(r.url) for r in requests})
         left = list(dict.fromkeys(r.url for r in requests if r.url not in results))
         return ShardResult(results, parsed, learned, seconds, archived, unchanged,
                            [u for u in left if u not in held], self._render_context(requests, hosts, learned),
-                           held=[u for u in left if u in held])
+                           held=[u for u in left if u in held], streamed=streamed)
 
     def _render_context(self, requests: list[FetchRequest], hosts: list[HostRecord],
                         learned: list[HostRecord]) -> RenderContext | None:
