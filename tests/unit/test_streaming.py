@@ -111,6 +111,25 @@ def test_a_round_that_cannot_write_leaves_its_pages_to_the_batch(settings, bus, 
     assert sorted(r[0] for r in store.query("SELECT url FROM pages WHERE version = 1")) == sorted(urls)
 
 
+def test_a_fetch_step_retried_after_its_rounds_landed_adds_no_version(settings, bus, store):
+    """A fetch step killed after some rounds is run again (a step retry): its pages are fetched
+    again, land again in rounds or with the batch, and each stays one version."""
+    with DemoSite(n_pages=8, seed=11).serve() as server:
+        crawler = _polite_crawler(settings, bus, store, land_every_s=0.4)
+        urls, prepared = _batch_of_every_page(crawler, bus, server, "rt")
+        lost = crawler.fetch_shard(prepared.requests, prepared.hosts, "b1")  # its step died after this
+        again = crawler.fetch_shard(prepared.requests, prepared.hosts, "b1")
+        report = crawler.land(prepared, [again])
+    assert lost.streamed.rounds >= 1
+    # What the lost step landed gets no new version; the rest (fetched after its last round) does.
+    assert again.streamed.urls
+    assert not again.streamed.changed & lost.streamed.urls
+    assert report.new_versions == len(urls) - len(lost.streamed.changed)
+    assert store.query("SELECT count(*), count(DISTINCT url), max(version) FROM pages") == [(len(urls), len(urls), 1)]
+    assert dict(store.query("SELECT outcome, count(*) FROM batch_items GROUP BY outcome")) == {
+        "fetched": len(urls) - 1, "failed": 1}
+
+
 def test_a_shard_fetched_within_the_interval_lands_with_its_batch_alone(settings, bus, store):
     with DemoSite(n_pages=6, seed=4).serve() as server:
         crawler = _polite_crawler(settings, bus, store, land_every_s=60.0)
