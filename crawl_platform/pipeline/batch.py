@@ -288,6 +288,7 @@ class BatchLander:
         report.unchanged += len(unchanged) - len(landed.refetch)
         report.seconds["land"] = time.perf_counter() - clock
         _count(report, prepared.items, results, landed, postponed)
+        report.bytes += streamed.bytes  # their results here carry no body
         return report
 
     def land_or_resume(self, batch_id: str, prepared: PreparedBatch | None,

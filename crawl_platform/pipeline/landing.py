@@ -154,6 +154,7 @@ class StreamedPages:
     changed: set[str] = field(default_factory=set)  # those that landed as a new version
     documents: int = 0
     links: int = 0
+    bytes: int = 0  # of their bodies, which the fetch step let go of once they landed
     rounds: int = 0  # commits
 
     def add(self, other: StreamedPages) -> None:
@@ -161,6 +162,7 @@ class StreamedPages:
         self.changed |= other.changed
         self.documents += other.documents
         self.links += other.links
+        self.bytes += other.bytes
         self.rounds += other.rounds
 
 
@@ -175,7 +177,8 @@ def land_pages(store: CrawlStore, batch_id: str, results: Sequence[FetchResult],
     with store.write() as con:
         landed = land_versions(con, batch_id, pages, docs, links)
     return StreamedPages({r.url for r in results}, set(landed.versions.column("url").to_pylist()),
-                         landed.documents, landed.links, 1)
+                         documents=landed.documents, links=landed.links,
+                         bytes=sum(len(r.body) for r in results), rounds=1)
 
 
 def _page_tables(landable: list[FetchResult], crawl_of: Mapping[str, str], hashes: Mapping[str, str],

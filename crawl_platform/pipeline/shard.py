@@ -53,7 +53,7 @@ class ShardResult:
     # step's held URLs do, leaving their rows ``paused`` (resume publishes them again) or ``cancelled``.
     held: list[str] = field(default_factory=list)
     # The pages the shard landed in rounds while it fetched (crawl_platform.pipeline.streaming): in
-    # ``results`` as they landed, their parses not in ``parsed``.
+    # ``results`` without their bodies and headers, their parses not in ``parsed``.
     streamed: StreamedPages = field(default_factory=StreamedPages)
 
     def with_rendering(self, rendered: ShardRendering) -> ShardResult:

@@ -73,7 +73,8 @@ class ShardStream:
         # The crawl each page lands under: the first of the crawls that want it, as in the batch's landing.
         self.crawl_of = {r.url: r.crawl_ids[0] for r in requests if r.render == "never" and r.crawl_ids}
         self.landed = StreamedPages()
-        self.results: dict[str, FetchResult] = {}  # those landed, as they landed (an archive error noted)
+        # Those landed, as they landed (an archive error noted), without their bodies and headers.
+        self.results: dict[str, FetchResult] = {}
         self._parsed: dict[str, ParsedPage] = {}  # every parse the pool handed over, landed or not
         self._waiting: list[FetchResult] = []
         self._lock = threading.Lock()
@@ -127,7 +128,8 @@ class ShardStream:
         landed = land_pages(self.landing.store, self.batch_id, results, self.crawl_of,
                             {r.url: self._parsed[r.url] for r in results if r.url in self._parsed}, pointers)
         self.landed.add(landed)
-        self.results.update((r.url, r) for r in results)
+        # The batch's landing needs only how each ended: the step lets go of their bodies here.
+        self.results.update((r.url, replace(r, body=b"", exchange=None, hops=())) for r in results)
 
     def _note_failure(self, err: Exception) -> None:
         if not self._failed:  # once per shard: a lake that is down says so at every round

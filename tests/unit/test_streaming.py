@@ -79,6 +79,8 @@ def test_a_polite_shard_lands_its_pages_in_rounds_while_it_fetches(settings, bus
     html = store.query("SELECT count(*) FROM pages WHERE content_type LIKE 'text/html%'")[0][0]
     assert store.query("SELECT count(*) FROM documents")[0][0] == html > len(urls) / 2
     assert report.new_versions == len(urls)
+    assert report.bytes == sum(r[6] for r in rows)
+    assert all(shard.results[url].body == b"" for url in shard.streamed.urls)  # let go of once landed
     assert report.links == store.query("SELECT count(*) FROM links")[0][0] > 0
     # The batch's own landing wrote every item and closed the crawl's URLs.
     outcomes = store.query("SELECT outcome, count(*) FROM batch_items WHERE batch_id = 'b1' GROUP BY outcome")
