@@ -18,8 +18,8 @@ def _ranges(bus, topic):
 
 def test_a_polite_batch_runs_pages_land_in_rounds_then_the_batch_lands_the_rest_once(
         crawl_env, bus, store, instance, monkeypatch):
-    monkeypatch.setenv("CRAWL_HOST_DELAY_MS", "250")
-    monkeypatch.setenv("CRAWL_LAND_EVERY_S", "0.5")
+    monkeypatch.setenv("CRAWL_HOST_DELAY_MS", "150")
+    monkeypatch.setenv("CRAWL_LAND_EVERY_S", "0.4")
     with DemoSite(n_pages=10, seed=6).serve() as site:
         urls = sorted(site.site.expected_urls(site.base_url))
         submit_crawl(bus, build_crawl_request(urls, crawl_id="rounds", max_depth=1))

@@ -18,7 +18,7 @@ from crawl_platform.pipeline.streaming import StreamingLanding
 from crawl_platform.store.database import CrawlStore
 from tests.unit.crawl_rows import crawl_request, fetch_result, frontier_rows, page_html
 
-DELAY_S = 0.25
+DELAY_S = 0.15
 
 
 def _polite_crawler(settings, bus, store, land_every_s: float) -> BatchCrawler:
@@ -49,7 +49,7 @@ def _count_while(store: CrawlStore, busy: threading.Event) -> list[int]:
 
 def test_a_polite_shard_lands_its_pages_in_rounds_while_it_fetches(settings, bus, store):
     with DemoSite(n_pages=14, seed=7).serve() as server:
-        crawler = _polite_crawler(settings, bus, store, land_every_s=0.5)
+        crawler = _polite_crawler(settings, bus, store, land_every_s=0.4)
         urls, prepared = _batch_of_every_page(crawler, bus, server, "st")
         busy = threading.Event()
         busy.set()
