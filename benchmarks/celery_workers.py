@@ -38,7 +38,7 @@ from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses
+from crawl_platform_dagster.processes import DagsterProcesses
 from tests.conftest import fresh_postgres_database
 
 BROKERS = {

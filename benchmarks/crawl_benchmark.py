@@ -41,7 +41,7 @@ from crawl_platform.pipeline.planning import LoopPolicy
 from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
 from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses
+from crawl_platform_dagster.processes import DagsterProcesses
 
 
 def first_row_after(store: CrawlStore, started: float, timeout: float = 300.0) -> float:

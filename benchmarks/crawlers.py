@@ -1,8 +1,8 @@
 """The crawls the comparison runs against one served site, each measured the same way.
 
 - `crawl_with_platform(mode="dagster")`: the platform's embedded default as a user runs it: the
-  embedded broker, the Dagster daemon from `crawl_platform_dagster.stack` (`write_instance_yaml`,
-  `DagsterProcesses`), then `crawl-platform crawl SEED --wait`.
+  embedded broker, the Dagster daemon (`crawl_platform_dagster.instance.write_instance_yaml`,
+  `crawl_platform_dagster.processes.DagsterProcesses`), then `crawl-platform crawl SEED --wait`.
 - `crawl_with_platform(mode="engine")`: the same engine objects in a plain loop with no Dagster
   (`crawl_benchmark.run_engine`), in a child process so that its CPU and memory are measured like
   the others'. Run as `python benchmarks/crawlers.py engine SEED` with the settings in the env.
@@ -45,7 +45,8 @@ from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.urls import canonicalize
 from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses, create_lake
+from crawl_platform_dagster.processes import DagsterProcesses
+from crawl_platform_dagster.stack import create_lake
 
 CRAWL_ID = "bench"
 WRITER_POOL_LIMIT = 0  # steps of the crawl_duckdb_writer pool at once, 0: the instance's default (--writer-pool-limit)

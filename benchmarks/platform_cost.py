@@ -55,7 +55,8 @@ from crawl_platform.bus.broker import EMBEDDED_BUS_SETTINGS, EmbeddedBroker
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.config import Settings
 from crawl_platform_dagster.instance import CUSTOM_PARTS, write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses, create_instance_storage, create_lake
+from crawl_platform_dagster.processes import DagsterProcesses
+from crawl_platform_dagster.stack import create_instance_storage, create_lake
 from tests.conftest import fresh_postgres_database
 
 TICK = os.sysconf("SC_CLK_TCK")

@@ -21,7 +21,7 @@ import gc
 import duckdb
 
 from crawl_platform.config import Settings
-from crawl_platform.store.database import new_engine
+from crawl_platform.store.engine import new_engine
 from crawl_platform.store.extensions import ExtensionError, load_extensions, load_object_storage
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.schema import schema_columns

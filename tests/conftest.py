@@ -213,9 +213,9 @@ def _detach_lakes_of(catalog_part: str) -> None:
     """Detach from this process's DuckDB the lakes whose catalog string holds ``catalog_part``, before
     their database is dropped: a name the binder fails to find in a later test is looked for in
     every attached catalog (for a suggestion), and a gone one would fail that lookup instead."""
-    from crawl_platform.store import database  # noqa: PLC0415
+    from crawl_platform.store import engine as store_engine  # noqa: PLC0415
 
-    engine = database._ENGINE
+    engine = store_engine._ENGINE
     if engine is None:
         return
     for (name,) in engine.execute("SELECT database_name FROM duckdb_databases() WHERE type = 'ducklake' "

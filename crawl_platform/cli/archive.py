@@ -18,18 +18,11 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from crawl_platform.cli.exits import EXIT_UNAVAILABLE, EXIT_USAGE, fail
 from crawl_platform.config import Settings
 from crawl_platform.store import pages
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.urls import InvalidURLError, canonicalize
-
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 1
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"crawl-platform: {' '.join(message.split())}", file=sys.stderr, flush=True)
-    return code
 
 
 class _NothingStoredError(Exception):
@@ -45,11 +38,11 @@ def show(settings: Settings, args: argparse.Namespace) -> int:
     try:
         url, version, crawl_id, fetched_at, warc_file, offset, length = _stored_version(store, args)
     except _NothingStoredError as err:
-        return _fail(str(err), EXIT_USAGE)
+        return fail(str(err), EXIT_USAGE)
     try:
         status_line, headers, body = read_stored(store.archive, warc_file, offset, length)
     except ArchiveReadError as err:
-        return _fail(str(err), EXIT_UNAVAILABLE)
+        return fail(str(err), EXIT_UNAVAILABLE)
     print(f"{url} version {version}, crawl {crawl_id}, fetched {fetched_at:%Y-%m-%d %H:%M:%S} UTC, "
           f"{warc_file} @ {offset}", file=sys.stderr)
     head = "".join(f"{key}: {value}\r\n" for key, value in headers)
@@ -89,7 +82,7 @@ def export(settings: Settings, args: argparse.Namespace) -> int:
 
     store = CrawlStore.from_settings(settings)
     if not store.exists():
-        return _fail(f"no lake at {store.location.shown_catalog}: no crawl {args.crawl!r}", EXIT_USAGE)
+        return fail(f"no lake at {store.location.shown_catalog}: no crawl {args.crawl!r}", EXIT_USAGE)
     tables = args.table or ["pages", "documents", "links"]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as bar:
@@ -101,9 +94,9 @@ def export(settings: Settings, args: argparse.Namespace) -> int:
         try:
             files = export_crawl(store, args.crawl, args.format, Path(args.to), tables, advance)
         except ExportError as err:
-            return _fail(str(err), EXIT_USAGE)
+            return fail(str(err), EXIT_USAGE)
         except ArchiveReadError as err:
-            return _fail(str(err), EXIT_UNAVAILABLE)
+            return fail(str(err), EXIT_UNAVAILABLE)
     if not files:
         print(f"crawl {args.crawl}: no archived responses, nothing written to {args.to}")
     for file in files:

@@ -32,7 +32,8 @@ from pathlib import Path
 import duckdb
 
 from crawl_platform.storage import Folder, as_folder
-from crawl_platform.store.database import CrawlStore, checkpoint_sqlite_catalog
+from crawl_platform.store.catalog import checkpoint_sqlite_catalog
+from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.schema import TABLES
 from crawl_platform.store.transfer import (

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from crawl_platform.store.database import CrawlStore, current_snapshot
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.engine import current_snapshot
 from crawl_platform.store.transfer import (
     Source,
     TableFingerprint,

@@ -1,9 +1,12 @@
-"""What the fetch step hands the render step, and what the render step hands landing.
+"""What the fetch step hands the render step, what the render step asks of the browsers, and what it hands landing.
 
 :class:`RenderTerms` travel in a :class:`~crawl_platform.pipeline.shard.ShardResult` from the
 fetch step (one per URL of a crawl that renders) to the render step (:mod:`.step`), which gives
 back a :class:`ShardRendering`: one :class:`PageRendering` per page it decided on, and the parses
 of the rendered pages; landing applies it to the shard and writes the renderings into ``pages``.
+In between, the render step gives its browser pool (:mod:`.browsers`) one :class:`RenderJob` per
+page and gets one :class:`Rendered` back: both the pool and each of its browsers
+(:mod:`.browser_slot`) use them, so they live here rather than in either.
 """
 
 from __future__ import annotations
@@ -35,6 +38,34 @@ class RenderContext:
     terms: dict[str, RenderTerms] = field(default_factory=dict)
     hosts_needing: set[str] = field(default_factory=set)
     robots: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RenderJob:
+    """One page to render: its archived response, and how its crawl fetches."""
+
+    url: str  # the page's URL (what the result is keyed by)
+    final_url: str  # where its HTTP fetch ended: the URL the browser loads
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    user_agent: str
+    screenshot: bool = False
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What rendering one page gave: its DOM (None on failure, ``error`` says why), the requests
+    the guard or robots.txt refused, a PNG screenshot if one was asked for, and the requests (or
+    tunnels) its proxy saw."""
+
+    url: str
+    html: str | None
+    error: str | None
+    refused: tuple[str, ...] = ()
+    screenshot: bytes | None = None
+    seconds: float = 0.0
+    requests: int = 0
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,14 @@ from crawl_platform.parse.pool import Page, parse_pages
 from crawl_platform.pipeline.control_watch import ControlWatch, CrawlStates
 from crawl_platform.render import find_browser, rendering_problem
 from crawl_platform.render.decision import RenderDecision, decide
-from crawl_platform.render.results import PageRendering, RenderContext, ShardRendering
+from crawl_platform.render.results import PageRendering, RenderContext, Rendered, RenderJob, ShardRendering
 from crawl_platform.storage import Folder
 from crawl_platform.store.hosts import HostRecord
 
 if TYPE_CHECKING:
     from crawl_platform.extract.engine import Extractor
     from crawl_platform.pipeline.shard import ShardResult
-    from crawl_platform.render.browsers import BrowserPool, Rendered, RenderJob
+    from crawl_platform.render.browsers import BrowserPool
 
 
 class ShardRenderer:
@@ -185,8 +185,6 @@ class ShardRenderer:
         return self._extractors[rules]
 
     def _jobs(self, shard: ShardResult, context: RenderContext, urls: list[str]) -> list[RenderJob]:
-        from crawl_platform.render.browsers import RenderJob  # noqa: PLC0415 - imports Playwright's side
-
         pool = self._pool_for()
         # The gate counts each host's gap from the fetch step's last request to it.
         last: dict[str, datetime] = {}

@@ -10,9 +10,11 @@ write transaction is one DuckLake snapshot, whose id :meth:`CrawlStore.write` re
 
 The DuckLake and catalog extensions come from their PyPI wheels (:mod:`crawl_platform.store.extensions`),
 never from the network. A process keeps one attached DuckDB instance per lake and gives each call
-its own cursor. The SQL of the crawl itself lives in the store's table modules
-(:mod:`crawl_platform.store.pages`, :mod:`crawl_platform.store.frontier` and their neighbours),
-each function taking the cursor of a :meth:`CrawlStore.read` or :meth:`CrawlStore.write`.
+its own cursor; that DuckDB and what runs on a bare cursor of it are :mod:`crawl_platform.store.engine`'s,
+and the catalog as found before attaching is :mod:`crawl_platform.store.catalog`'s. The SQL of the
+crawl itself lives in the store's table modules (:mod:`crawl_platform.store.pages`,
+:mod:`crawl_platform.store.frontier` and their neighbours), each function taking the cursor of a
+:meth:`CrawlStore.read` or :meth:`CrawlStore.write`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -33,9 +33,10 @@ import duckdb
 
 from crawl_platform.config import Settings
 from crawl_platform.storage import Folder, LocalFolder, open_folder
-from crawl_platform.store.errors import StoreUnavailableError
+from crawl_platform.store.catalog import postgres_catalog_ready, prepare_sqlite_catalog, sqlite_catalog_ready
+from crawl_platform.store.engine import current_snapshot, process_engine, transaction, use_object_storage
+from crawl_platform.store.errors import StoreUnavailableError, scrubbed_errors
 from crawl_platform.store.errors import one_line as _one_line
-from crawl_platform.store.extensions import load_extensions, load_object_storage
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.locks import advisory_lock, file_lock
 from crawl_platform.store.schema import schema_upgrade
@@ -52,7 +53,7 @@ class CrawlStore:
                  archive: Folder | None = None, memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
                  threads: int = DEFAULT_THREADS) -> None:
         self.location = location
-        self.memory_limit = memory_limit  # DuckDB's, for the process's engine (see _engine)
+        self.memory_limit = memory_limit  # DuckDB's, for the process's engine (see process_engine)
         self.threads = threads  # DuckDB's threads, for the process's engine (0: one per core)
         # Where the fetch steps write WARC files (``pages.warc_file`` is relative to it): a local
         # folder or object storage.
@@ -206,7 +207,7 @@ class CrawlStore:
                 raise StoreUnavailableError(f"the lake's data path {data} is not writable")
         else:
             _check_object_storage(location)
-        engine = _engine(location.kind, self.memory_limit, self.threads)
+        engine = process_engine(location.kind, self.memory_limit, self.threads)
         use_object_storage(engine, location)
         # An existing lake opens without waiting for anyone. A new one (or one whose creation did
         # not finish) is created under the lake-wide write lock: processes opening a new lake at
@@ -229,7 +230,7 @@ class CrawlStore:
         :class:`_LakeNotReadyError`. Whatever fails leaves the alias detached."""
         sqlite_path = self.location.sqlite_path
         if create and sqlite_path is not None:
-            _prepare_sqlite_catalog(sqlite_path)
+            prepare_sqlite_catalog(sqlite_path)
         con = engine.cursor()
         try:
             try:
@@ -265,8 +266,8 @@ class CrawlStore:
         """True when the catalog already holds a DuckLake (so attaching it creates nothing)."""
         sqlite_path = self.location.sqlite_path
         if sqlite_path is not None:
-            return _sqlite_catalog_ready(sqlite_path)
-        return _postgres_catalog_ready(self.location)
+            return sqlite_catalog_ready(sqlite_path)
+        return postgres_catalog_ready(self.location)
 
     @contextmanager
     def _lake_write_lock(self) -> Iterator[None]:
@@ -284,109 +285,7 @@ class CrawlStore:
                 yield
 
 
-@contextmanager
-def scrubbed_errors(*locations: LakeLocation) -> Iterator[None]:
-    """Raise an error of the block again with the passwords of the lakes' catalogs taken out of
-    its message (same type, nothing chained: Dagster shows a chained error too). DuckDB repeats a
-    PostgreSQL catalog's whole connection string in the error of any statement that finds the
-    catalog out of reach, and the store's own errors quote DuckDB's."""
-    try:
-        yield
-    except Exception as err:
-        message = clean = str(err)
-        for location in locations:
-            clean = location.scrub(clean)
-        if clean == message:
-            raise
-        try:
-            scrubbed = type(err)(clean)
-        except Exception:  # a type built from other arguments: the message matters more than the type
-            scrubbed = RuntimeError(clean)
-        raise scrubbed from None
-
-
-@contextmanager
-def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """One transaction on ``con``: committed when the block ends, rolled back when it raises."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
-
-
-def use_object_storage(con: duckdb.DuckDBPyConnection, location: LakeLocation) -> None:
-    """Make ``con`` reach the data path of ``location`` when it is in object storage: ``httpfs``
-    loaded from its wheel, the server's certificate checked, the store's secret created (from the
-    settings, never from run config). Nothing for a local data path."""
-    statements = location.object_storage_sql()
-    if not statements:
-        return
-    try:
-        load_object_storage(con)
-        for sql in statements:
-            con.execute(sql)
-    except duckdb.Error as err:
-        raise StoreUnavailableError(f"cannot reach the lake's data path {location.data_path}: "
-                                    f"{_one_line(str(err))}") from None
-
-
-def current_snapshot(con: duckdb.DuckDBPyConnection, alias: str) -> int:
-    """The latest snapshot of the lake attached as ``alias`` (0 for none)."""
-    row = con.execute(f"SELECT id FROM {alias}.current_snapshot()").fetchone()
-    return int(row[0]) if row else 0
-
-
-_ENGINE: duckdb.DuckDBPyConnection | None = None
-_ENGINE_KINDS: set[str] = set()
-_ENGINE_LOCK = threading.Lock()
 _ALIASES = itertools.count(1)
-
-
-ENGINE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
-    "autoinstall_known_extensions": False, "autoload_known_extensions": False,
-    "python_enable_replacements": False,
-    # The lake's extensions are loaded without hashing them again once their signature was checked
-    # (crawl_platform.store.extensions); nothing is ever installed from elsewhere than their wheels.
-    "allow_unsigned_extensions": True,
-}
-
-
-def new_engine() -> duckdb.DuckDBPyConnection:
-    """A new in-memory DuckDB as the store opens it: no extension is fetched or loaded behind our
-    back, and a table name never silently resolves to a Python variable of the caller (data is
-    handed over with register())."""
-    return duckdb.connect(config=ENGINE_CONFIG)
-
-
-def _engine(catalog_kind: str, memory_limit: str | None = None, threads: int = 0) -> duckdb.DuckDBPyConnection:
-    """The process's one in-memory DuckDB, with DuckLake and the catalog drivers loaded once
-    (loading them costs a few hundred milliseconds). Every lake is attached to it.
-
-    ``memory_limit`` (``CRAWL_LAKE_MEMORY_LIMIT``, set by the first store opened) bounds it.
-    DuckDB's own default is 80 % of the machine's memory, so each run process would keep what it
-    had read of the lake. The default limit lowers the platform's peak memory on a long crawl at
-    no cost in speed, where a much lower one costs pages per second (see docs/benchmarks.md). A
-    query that needs more spills to a folder of this process's own under the system's temporary
-    folder."""
-    global _ENGINE  # noqa: PLW0603 - one DuckDB per process, created on first use
-    with _ENGINE_LOCK:
-        if _ENGINE is None:
-            _ENGINE = new_engine()
-            if threads > 0:
-                _ENGINE.execute(f"SET threads = {int(threads)}")
-            if memory_limit:
-                _ENGINE.execute(f"SET memory_limit = '{memory_limit}'")  # a size, as Settings checks it
-                spill = Path(tempfile.gettempdir()) / f"crawl-platform-duckdb-{os.getpid()}"
-                _ENGINE.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
-        if catalog_kind not in _ENGINE_KINDS:
-            load_extensions(_ENGINE, catalog_kind)
-            _ENGINE_KINDS.add(catalog_kind)
-        return _ENGINE
-
-
 _SHARED: dict[LakeLocation, CrawlStore] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -417,64 +316,3 @@ def _check_object_storage(location: LakeLocation) -> None:
 
 class _LakeNotReadyError(Exception):
     """The catalog holds no complete lake yet: open it again under the write lock."""
-
-
-def _prepare_sqlite_catalog(path: Path) -> None:
-    """Create the catalog's folder and switch the SQLite file to WAL mode, in which readers never
-    block a writer's commit (the default journal makes a reading snapshot block every commit).
-    Called under the lake's write lock; the mode stays with the file."""
-    try:
-        db = sqlite3.connect(path, timeout=30)
-        try:
-            if db.execute("PRAGMA journal_mode").fetchone() != ("wal",):
-                db.execute("PRAGMA journal_mode=WAL")
-        finally:
-            db.close()
-    except (OSError, sqlite3.Error) as err:
-        raise StoreUnavailableError(f"the lake catalog {path} cannot be opened: {err}") from None
-
-
-def checkpoint_sqlite_catalog(path: Path) -> None:
-    """Fold an SQLite catalog's write-ahead log into its file, so the file alone is the whole
-    catalog (a backup's, before it is uploaded to object storage). Call it with no writer open."""
-    db = sqlite3.connect(path, timeout=30)
-    try:
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        db.close()
-
-
-_CATALOG_TABLE = "ducklake_metadata"  # the first table DuckLake creates in its catalog
-
-
-def _sqlite_catalog_ready(path: Path) -> bool:
-    if not path.exists():
-        return False
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-        try:
-            wal = db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-            table = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                               [_CATALOG_TABLE]).fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return False  # the locked open reports what is wrong with the file
-    return wal and table is not None
-
-
-def _postgres_catalog_ready(location: LakeLocation) -> bool:
-    import psycopg2  # noqa: PLC0415 - only a PostgreSQL catalog needs it
-
-    try:
-        conn = psycopg2.connect(location.catalog.split(":", 1)[1], connect_timeout=10)
-    except psycopg2.Error as err:
-        message = _one_line(f"cannot open the lake {location.catalog}: {err}")
-        raise StoreUnavailableError(location.scrub(message)) from None
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT to_regclass(%s) IS NOT NULL", [_CATALOG_TABLE])
-            row = cur.fetchone()
-        return bool(row and row[0])
-    finally:
-        conn.close()

@@ -14,7 +14,7 @@ megabytes for DuckLake and SQLite together, in every process that opens the lake
 each CLI command): a large share of a short process's CPU. So the signature of each installed
 file is checked once, by a DuckDB that allows nothing unsigned, and the check is recorded beside
 the file (its build, size and modification time). The store's own DuckDB
-(:func:`~crawl_platform.store.database.new_engine`) allows unsigned extensions and loads a file so
+(:func:`~crawl_platform.store.engine.new_engine`) allows unsigned extensions and loads a file so
 recorded without hashing it again; a file that changed since, or was never checked, is checked
 first. A DuckDB that does not allow unsigned extensions (an analyst's) checks the signature
 itself as usual.

@@ -21,15 +21,9 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_platform.store.database import (
-    CrawlStore,
-    current_snapshot,
-    new_engine,
-    scrubbed_errors,
-    transaction,
-    use_object_storage,
-)
-from crawl_platform.store.errors import StoreUnavailableError
+from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.engine import current_snapshot, new_engine, transaction, use_object_storage
+from crawl_platform.store.errors import StoreUnavailableError, scrubbed_errors
 from crawl_platform.store.extensions import load_extensions
 from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.schema import TABLES

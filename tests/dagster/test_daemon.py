@@ -16,7 +16,7 @@ from dagster import DagsterInstance
 
 from crawl_platform_dagster.daemon import WARM_MESSAGE
 from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.stack import instance_processes
+from crawl_platform_dagster.processes import instance_processes
 
 SENSOR_FILE = '''
 from dagster import Definitions, DefaultSensorStatus, SkipReason, job, op, sensor

@@ -22,7 +22,8 @@ from crawl_platform.config import Settings
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
 from crawl_platform_dagster.instance import CUSTOM_PARTS, write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses, create_instance_storage
+from crawl_platform_dagster.processes import DagsterProcesses
+from crawl_platform_dagster.stack import create_instance_storage
 from tests.conftest import fresh_postgres_database, lake_catalog
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from crawl_platform.store.database import CrawlStore
 from crawl_platform_dagster.launcher import PID_TAG
-from crawl_platform_dagster.stack import DagsterProcesses
+from crawl_platform_dagster.processes import DagsterProcesses
 from tests.e2e.conftest import CRAWL_PLATFORM, REPO, Sites, assert_landed_exactly_once
 
 pytestmark = pytest.mark.e2e(seconds=230)

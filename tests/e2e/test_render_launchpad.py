@@ -10,7 +10,7 @@ import pytest
 from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
-from crawl_platform.cli.main import wait_for_crawl
+from crawl_platform.cli.crawls import wait_for_crawl
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.store.database import CrawlStore
 from tests.conftest import requires_browser

@@ -1,10 +1,13 @@
 """Rows and pages the store and frontier tests build: crawl requests, fetch results, landed batches,
-and what the tables and the frontier topic hold afterwards."""
+and what the tables and the frontier topic hold afterwards; and one batch fetched while a crawl
+control command comes from another thread (:func:`fetch_batch_while_commanding`)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from crawl_platform.bus.base import Bus
@@ -14,11 +17,13 @@ from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.parse.html import parse_html
-from crawl_platform.pipeline.batch import BatchCrawler
+from crawl_platform.pipeline.batch import BatchCrawler, BatchReport, PreparedBatch
+from crawl_platform.pipeline.control import build_control
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.pipeline.loop import CrawlLoop
 from crawl_platform.pipeline.planning import LoopPolicy, PlannedBatch
+from crawl_platform.pipeline.shard import ShardResult
 from crawl_platform.render.step import ShardRenderer
 from crawl_platform.store.database import CrawlStore
 
@@ -88,3 +93,43 @@ def crawl_site(settings: Settings, bus: Bus, store: CrawlStore, seed: str, crawl
     loop.crawler.frontier.register(crawl_request(crawl_id, seed, max_depth=max_depth))
     loop.run_until_idle(max_turns=100)
     assert loop.crawler.frontier.status(crawl_id)[0].pending == 0
+
+
+@dataclass(frozen=True)
+class CommandedBatch:
+    """One batch fetched while a control command came: what was planned, the fetch step's shard,
+    the landing's report, and when the command committed (``time.monotonic()``)."""
+
+    prepared: PreparedBatch
+    shard: ShardResult
+    report: BatchReport
+    issued_at: float
+
+
+def fetch_batch_while_commanding(crawler: BatchCrawler, bus: Bus, crawl_id: str, action: str,
+                                 ready: Callable[[], bool], *, batch_id: str = "b1",
+                                 timeout_s: float = 60.0) -> CommandedBatch:
+    """Plan one batch of everything on the frontier topic, fetch it as one shard while another
+    thread gives ``action`` (pause, cancel) on ``crawl_id`` as soon as ``ready()`` is true, then
+    land and expand the batch. Fails when ``ready()`` stays false for ``timeout_s``."""
+    ranges = [OffsetRange(p, lo, hi) for p, (lo, hi) in bus.watermarks(bus.frontier_topic).items() if hi > lo]
+    prepared = crawler.prepare(batch_id, ranges, refetch_done=False)
+    issued: list[float] = []
+
+    def command_when_ready() -> None:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.02)
+        crawler.frontier.control(build_control(crawl_id, action))
+        issued.append(time.monotonic())
+
+    commander = threading.Thread(target=command_when_ready)
+    commander.start()
+    shard = crawler.fetch_shard(prepared.requests, prepared.hosts, batch_id)
+    commander.join()
+    assert issued, f"not ready to {action} crawl {crawl_id} within {timeout_s:g} s"
+    report = crawler.land(prepared, [shard])
+    crawler.expand(batch_id)
+    return CommandedBatch(prepared, shard, report, issued[0])

@@ -20,7 +20,8 @@ from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import CrawlRequest, decode_crawl_request
 from crawl_platform.bus.offsets import OffsetRange
-from crawl_platform.cli.main import main, wait_for_crawl
+from crawl_platform.cli.crawls import wait_for_crawl
+from crawl_platform.cli.main import main
 from crawl_platform.config import Settings
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel

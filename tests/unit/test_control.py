@@ -4,7 +4,6 @@ resume through the engine's crawl loop, on the real broker and a demo site on lo
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 
 import pytest
@@ -19,7 +18,7 @@ from crawl_platform.pipeline.control import ControlIntake, build_control, submit
 from crawl_platform.pipeline.control_watch import ControlWatch
 from crawl_platform.pipeline.loop import LoopReport
 from crawl_platform.pipeline.planning import PlannedBatch
-from tests.unit.crawl_rows import crawl_loop, crawl_request, frontier_rows
+from tests.unit.crawl_rows import crawl_loop, crawl_request, fetch_batch_while_commanding, frontier_rows
 
 
 def _pages(store, crawl_id: str) -> list[str]:
@@ -195,29 +194,15 @@ def _fetch_one_batch_while(action: str, crawler, bus, store, site_a, site_b, aft
     urls_b = sorted(site_b.site.expected_urls(site_b.base_url))
     crawler.frontier.register(crawl_request("pa", *urls_a, max_pages=1000, max_depth=0))
     crawler.frontier.register(crawl_request("pb", *urls_b, max_pages=1000, max_depth=0))
-    ranges = [OffsetRange(p, lo, hi) for p, (lo, hi) in bus.watermarks(bus.frontier_topic).items() if hi > lo]
-    prepared = crawler.prepare("b1", ranges, refetch_done=False)
-    assert len(prepared.requests) == len(urls_a) + len(urls_b)
     reads = _StateReads(crawler.shard_fetcher.crawl_states, "pa")
-    crawler.shard_fetcher.crawl_states = reads
-    issued: list[float] = []
-
-    def command_soon() -> None:
-        _until(lambda: len(_page_requests(site_a)) >= after)
-        crawler.frontier.control(build_control("pa", action))
-        issued.append(time.monotonic())
-
-    commander = threading.Thread(target=command_soon)
-    commander.start()
-    shard = crawler.fetch_shard(prepared.requests, prepared.hosts, "b1")
-    commander.join()
-    report = crawler.land(prepared, [shard])
-    crawler.expand("b1")
+    crawler.shard_fetcher.crawl_states = reads  # read by the fetch step's watch, not by the plan
+    batch = fetch_batch_while_commanding(crawler, bus, "pa", action, lambda: len(_page_requests(site_a)) >= after)
+    assert len(batch.prepared.requests) == len(urls_a) + len(urls_b)
     # Crawl B lost nothing to A's command: every page of its site was requested in the batch.
     assert {site_b.base_url + r.path for r in _page_requests(site_b)} == set(urls_b)
-    assert report.held == len(shard.held)
-    assert report.postponed == 0
-    return shard, reads, issued[0]
+    assert batch.report.held == len(batch.shard.held)
+    assert batch.report.postponed == 0
+    return batch.shard, reads, batch.issued_at
 
 
 def _page_requests(site):
@@ -315,10 +300,3 @@ def test_a_url_that_an_active_crawl_also_wants_is_not_held(settings, bus, store)
     # A render step's watch reads at its first question: a whole fetch step came after the plan's read.
     assert ControlWatch(FrontierReadModel(store).crawl_states, {"wa"}, clock=lambda: 0.0,
                         read_first=True).holds_url("http://127.0.0.1:9/c", ("wa",))
-
-
-def _until(predicate, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)

@@ -20,7 +20,6 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawl_platform.bus.messages import CrawlRequest
-from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.extract.rules import parse_rules
 from crawl_platform.extract.run import extract_crawl
 from crawl_platform.fetch.fetcher import Fetcher
@@ -32,7 +31,7 @@ from crawl_platform.store.records import view_name
 from tests.conftest import requires_browser
 from tests.sites.alert_receivers import LoopbackCertificate
 from tests.sites.spa import RULES, SpaSite
-from tests.unit.crawl_rows import crawl_loop
+from tests.unit.crawl_rows import crawl_loop, fetch_batch_while_commanding
 
 AGENT = "render-test/1.0"
 pytestmark = requires_browser
@@ -301,26 +300,14 @@ def test_a_pause_while_rendering_holds_the_pages_not_yet_loaded_and_resume_rende
         crawler.frontier.register(CrawlRequest("held", tuple(spa.pages), 100, 0, "host", time.time(),  # type: ignore[arg-type]
                                                render="always"))
         try:
-            ranges = [OffsetRange(p, lo, hi) for p, (lo, hi) in bus.watermarks(bus.frontier_topic).items() if hi > lo]
-            prepared = crawler.prepare("b1", ranges, refetch_done=False)
-            assert len(prepared.requests) == len(spa.pages)
-
-            def pause_at_the_first_render() -> None:
-                deadline = time.monotonic() + 120
-                while not any(s.path.startswith("/api/page") for s in spa.requests):
-                    assert time.monotonic() < deadline, "no page was rendered"
-                    time.sleep(0.02)
-                crawler.frontier.control(build_control("held", "pause"))
-
-            pauser = threading.Thread(target=pause_at_the_first_render)
-            pauser.start()
-            shard = crawler.fetch_shard(prepared.requests, prepared.hosts, "b1")
-            pauser.join()
-            report = crawler.land(prepared, [shard])
-            crawler.expand("b1")
-            held = set(shard.held)
+            # Paused once the first page is rendered (its script asked for its content).
+            batch = fetch_batch_while_commanding(
+                crawler, bus, "held", "pause", lambda: any(s.path.startswith("/api/page") for s in spa.requests),
+                timeout_s=120)
+            assert len(batch.prepared.requests) == len(spa.pages)
+            held = set(batch.shard.held)
             assert held
-            assert report.held == len(held)
+            assert batch.report.held == len(held)
             assert not held & set(_pages(store, "held"))  # nothing of them landed
             rows = dict(store.query("SELECT url, state FROM frontier WHERE crawl_id = 'held'"))
             assert {rows[u] for u in held} == {"paused"}

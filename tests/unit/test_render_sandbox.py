@@ -20,8 +20,9 @@ import pytest
 
 from crawl_platform.fetch.netguard import NetworkGuard
 from crawl_platform.render import find_browser
-from crawl_platform.render.browsers import BrowserPool, Rendered, RenderJob
+from crawl_platform.render.browsers import BrowserPool
 from crawl_platform.render.page_requests import HostGate
+from crawl_platform.render.results import Rendered, RenderJob
 from tests.conftest import requires_browser
 from tests.sites.sandbox import DOWNLOAD_MARKER, POPUPS, SandboxSite
 

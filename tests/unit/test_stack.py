@@ -12,7 +12,8 @@ import time
 from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform_dagster.instance import write_instance_yaml
-from crawl_platform_dagster.stack import DagsterProcesses, celery_worker_argv, instance_processes
+from crawl_platform_dagster.processes import DagsterProcesses, instance_processes
+from crawl_platform_dagster.stack import celery_worker_argv
 
 # A stand-in for a run worker: Dagster starts them as `python -c "from multiprocessing.spawn ..."`.
 SLEEPER = "import time  # from multiprocessing.spawn import spawn_main\ntime.sleep(60)"
@@ -83,7 +84,7 @@ def test_up_refuses_an_existing_frontier_topic_larger_than_the_setting(settings,
 BACKGROUND_STACK = """
 import signal, sys, time
 from pathlib import Path
-from crawl_platform_dagster.stack import DagsterProcesses
+from crawl_platform_dagster.processes import DagsterProcesses
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 logs = Path(sys.argv[1])
 stack = DagsterProcesses({"DAGSTER_HOME": str(logs / "home")}, logs)
