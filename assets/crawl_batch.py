@@ -55,8 +55,9 @@ from dagster import (
 
 from crawl_platform.bus.offsets import parse_batch_key
 from crawl_platform.fetch.fetcher import FetchRequest
-from crawl_platform.pipeline.batch import BatchReport, HandoffLostError, PreparedBatch, expand_batch
+from crawl_platform.pipeline.batch import HandoffLostError, expand_batch
 from crawl_platform.pipeline.continuation import ContinuedBatch, continue_batches
+from crawl_platform.pipeline.reader import BatchReport, PreparedBatch
 from crawl_platform.pipeline.shard import ShardResult
 from crawl_platform.render.results import ShardRendering
 from crawl_platform.store.hosts import HostRecord

@@ -20,11 +20,12 @@ from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.parse.pool import ParseWorkers
-from crawl_platform.pipeline.batch import BatchCrawler, BatchLander, BatchReader
+from crawl_platform.pipeline.batch import BatchCrawler, BatchLander
 from crawl_platform.pipeline.continuation import Continuation
 from crawl_platform.pipeline.coordinator import CrawlCoordinator
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.page_events import PageEventPublisher
+from crawl_platform.pipeline.reader import BatchReader
 from crawl_platform.pipeline.shard import ShardFetcher
 from crawl_platform.pipeline.streaming import StreamingLanding
 from crawl_platform.render.step import ShardRenderer

@@ -6,7 +6,7 @@ pause keeps every pending row as ``paused``; cancel ends every unfinished row ``
 resume makes the paused rows ``discovered`` again and, after the commit, publishes them (the
 broker's acks make them ``queued``; unconfirmed ones are published again like any stale
 ``discovered`` row). Batches that meet a paused or cancelled crawl's messages fetch none of them
-(:class:`crawl_platform.pipeline.batch.BatchReader`), and admission admits nothing new into a
+(:class:`crawl_platform.pipeline.reader.BatchReader`), and admission admits nothing new into a
 cancelled crawl (:mod:`.admission`). Applying is idempotent: a command for the state the crawl is
 already in changes nothing, and one issued before the crawl's last applied command is stale and
 ignored, so the control topic's messages may be applied again, late or twice (the CLI applies

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from crawl_platform.config import Settings
 from crawl_platform.frontier.frontier import FrontierGrowth
 from crawl_platform.parse.pool import ParseWorkers
-from crawl_platform.pipeline.batch import BatchCrawler, BatchReport, PreparedBatch
+from crawl_platform.pipeline.batch import BatchCrawler
 from crawl_platform.pipeline.coordinator import IN_PROCESS, CrawlCoordinator, NextBatch, PartitionRegistry
+from crawl_platform.pipeline.reader import BatchReport, PreparedBatch
 from crawl_platform.pipeline.shard import ShardResult
 
 

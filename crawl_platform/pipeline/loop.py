@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.config import Settings
-from crawl_platform.pipeline.batch import BatchCrawler, BatchReport
+from crawl_platform.pipeline.batch import BatchCrawler
 from crawl_platform.pipeline.control import ControlIntake
 from crawl_platform.pipeline.coordinator import CrawlCoordinator
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.planning import LoopPolicy, PlannedBatch
+from crawl_platform.pipeline.reader import BatchReport
 
 
 @dataclass

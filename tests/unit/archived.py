@@ -15,7 +15,8 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.fetch.retry import RetryPolicy
 from crawl_platform.frontier.frontier import Frontier
-from crawl_platform.pipeline.batch import BatchLander, BatchReport, PreparedBatch
+from crawl_platform.pipeline.batch import BatchLander
+from crawl_platform.pipeline.reader import BatchReport, PreparedBatch
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
 from crawl_platform.store.database import CrawlStore
 from tests.sites import dead_port

@@ -17,12 +17,13 @@ from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.parse.html import parse_html
-from crawl_platform.pipeline.batch import BatchCrawler, BatchReport, PreparedBatch
+from crawl_platform.pipeline.batch import BatchCrawler
 from crawl_platform.pipeline.control import build_control
 from crawl_platform.pipeline.intake import SeedIntake
 from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.pipeline.loop import CrawlLoop
 from crawl_platform.pipeline.planning import LoopPolicy, PlannedBatch
+from crawl_platform.pipeline.reader import BatchReport, PreparedBatch
 from crawl_platform.pipeline.shard import ShardResult
 from crawl_platform.render.step import ShardRenderer
 from crawl_platform.store.database import CrawlStore

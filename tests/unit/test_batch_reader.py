@@ -1,4 +1,4 @@
-"""The read step of a batch (crawl_platform.pipeline.batch.BatchReader) on the real broker: what
+"""The read step of a batch (crawl_platform.pipeline.reader.BatchReader) on the real broker: what
 it dead-letters, and with what."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from crawl_platform.bus.messages import FrontierURL, decode_dead_letter, encode
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
-from crawl_platform.pipeline.batch import BatchReader
+from crawl_platform.pipeline.reader import BatchReader
 from crawl_platform.pipeline.submission import build_crawl_request
 from tests.conftest import all_records
 

@@ -13,8 +13,8 @@ from crawl_platform.bus.messages import CrawlRequest, FrontierURL
 from crawl_platform.fetch.fetcher import Fetcher, FetchResult
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.parse.html import parse_html
-from crawl_platform.pipeline.batch import BatchReport
 from crawl_platform.pipeline.landing import land_batch
+from crawl_platform.pipeline.reader import BatchReport
 from tests.sites.hostile import Reply, html_page
 from tests.unit.crawl_rows import crawl_loop
 

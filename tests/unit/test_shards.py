@@ -1,10 +1,10 @@
-"""Splitting a prepared batch into fetch shards of whole hosts (crawl_platform.pipeline.batch.PreparedBatch)."""
+"""Splitting a prepared batch into fetch shards of whole hosts (crawl_platform.pipeline.reader.PreparedBatch)."""
 
 from __future__ import annotations
 
 from crawl_platform.fetch.fetcher import FetchRequest
 from crawl_platform.fetch.politeness import origin_of
-from crawl_platform.pipeline.batch import BatchReport, PreparedBatch
+from crawl_platform.pipeline.reader import BatchReport, PreparedBatch
 from crawl_platform.store.hosts import HostRecord
 
 

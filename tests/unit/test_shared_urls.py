@@ -1,5 +1,5 @@
 """The same URL queued by two crawls in one batch: each crawl's User-Agent and scope decide its own
-fetch (crawl_platform.pipeline.batch.BatchReader), and each crawl's frontier ends in its own state."""
+fetch (crawl_platform.pipeline.reader.BatchReader), and each crawl's frontier ends in its own state."""
 
 from __future__ import annotations
 
