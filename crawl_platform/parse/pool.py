@@ -31,6 +31,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import types
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -47,6 +48,13 @@ Parsed = list[tuple[str, ParsedPage]]
 
 CHUNK_PAGES = 16  # pages per hand-over: one round trip to a worker costs about what a small page's parse does
 CHUNK_BYTES = 512 * 1024  # a chunk of huge pages (index pages of a docs site) goes sooner
+# Most pages handed to the workers and not yet parsed before a fetch thread that hands over another
+# chunk waits for the oldest (up to HOLD_MAX_S): enough to keep a worker busy, few enough that on a
+# machine whose cores are all busy a page waits seconds for its parse, not the rest of its batch, and
+# lands in the next round (crawl_platform.pipeline.streaming). The fetch then goes at the parse's pace,
+# which bounds the crawl's pages/s in that case anyway.
+MAX_UNPARSED = 256
+HOLD_MAX_S = 10.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -202,10 +210,11 @@ class ParsePool:
 
     def __init__(self, workers: int | ParseWorkers, engine: ParserEngine = DEFAULT_ENGINE, *, main_content: bool = True,
                  chunk_pages: int = CHUNK_PAGES, chunk_bytes: int = CHUNK_BYTES,
-                 max_links: int = MAX_LINKS_PER_PAGE) -> None:
+                 max_links: int = MAX_LINKS_PER_PAGE, max_unparsed: int = MAX_UNPARSED) -> None:
         self.engine = engine
         self.main_content = main_content
         self.max_links = max_links
+        self.max_unparsed = max_unparsed  # 0: no limit
         self.chunk_pages = max(1, chunk_pages)
         self.chunk_bytes = chunk_bytes
         self._lock = threading.Lock()
@@ -235,6 +244,20 @@ class ParsePool:
                 return
             chunk = self._take()
         self._submit(chunk)
+        self._hold_back()
+
+    def _hold_back(self) -> None:
+        """Wait, on the calling fetch thread, while more than ``max_unparsed`` pages handed to the
+        workers are not parsed yet (at most ``HOLD_MAX_S``)."""
+        if self.max_unparsed <= 0:
+            return
+        deadline = time.monotonic() + HOLD_MAX_S
+        while time.monotonic() < deadline:
+            with self._lock:
+                running = [(c, f) for c, f in self._submitted if f is not None and not f.done()]
+            if sum(len(chunk) for chunk, _f in running) <= self.max_unparsed:
+                return
+            wait([running[0][1]], timeout=min(1.0, max(0.0, deadline - time.monotonic())))
 
     def _take(self) -> list[Page]:
         chunk, self._pending, self._pending_bytes = self._pending, [], 0

@@ -3,7 +3,8 @@
 A batch lands in one transaction once all its shards are fetched (:class:`~crawl_platform.pipeline.batch.BatchLander`).
 At a polite crawl's pace a shard fetches for minutes, so its first pages would wait minutes to be
 readable. :class:`StreamingLanding` lands a fetch step's pages in rounds while it fetches, one every
-``every_s`` seconds (``CRAWL_LAND_EVERY_S``), each a lake commit of its own: the round's responses
+``every_s`` seconds (``CRAWL_LAND_EVERY_S``) and a last one when the fetch is over, each a lake
+commit of its own: the round's responses
 go to a WARC file of their own, then their ``pages``, ``documents`` and ``links`` rows are written
 under the batch's id (:func:`~crawl_platform.pipeline.landing.land_pages`). The batch's landing then
 writes the rest, every item of the batch and its hosts, and counts the rounds' versions as its own
@@ -80,6 +81,7 @@ class ShardStream:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._failed = False
+        self._rounds_started = 0
         self._thread = threading.Thread(target=self._run, name=f"land-rounds-{shard}", daemon=True)
         self._thread.start()
 
@@ -90,14 +92,19 @@ class ShardStream:
                 self._waiting.append(result)
 
     def finish(self) -> tuple[StreamedPages, dict[str, ParsedPage]]:
-        """Stop after the round in progress: what the rounds landed, and the parses they took from
-        the pool that the batch's landing still needs (every one of a page that did not land)."""
+        """Stop after the round in progress, then, if the shard fetched for longer than a round's
+        interval, land what is left in one last round (its pages are readable then, not after the
+        batch's landing); what the rounds landed, and the parses they took from the pool that the
+        batch's landing still needs (every one of a page that did not land)."""
         self._stop.set()
         self._thread.join()
+        if self._rounds_started:
+            self._round()
         return self.landed, {url: page for url, page in self._parsed.items() if url not in self.landed.urls}
 
     def _run(self) -> None:
         while not self._stop.wait(self.landing.every_s):
+            self._rounds_started += 1
             self._round()
 
     def _round(self) -> None:

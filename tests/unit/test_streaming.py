@@ -12,7 +12,7 @@ from crawl_platform.archive.reader import read_response
 from crawl_platform.bus.offsets import OffsetRange
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.fetch.fetcher import Fetcher
-from crawl_platform.parse.pool import ParsePool
+from crawl_platform.parse.pool import ParsePool, ParseWorkers
 from crawl_platform.pipeline.batch import BatchCrawler
 from crawl_platform.pipeline.streaming import StreamingLanding
 from crawl_platform.store.database import CrawlStore
@@ -160,3 +160,26 @@ def test_harvest_hands_each_parse_out_once_and_parsed_gives_the_rest():
         assert set(rest) == {p.url for p in pages[25:]}, workers
         assert first["http://h.test/3"].title == "p3"
         assert [dst for dst, _anchor in rest["http://h.test/30"].links] == ["http://h.test/x30"]
+
+
+def test_fetch_threads_wait_while_too_many_pages_wait_for_their_parse():
+    """A worker slower than the fetch: the thread that hands over a chunk waits until no more than
+    ``max_unparsed`` pages are waiting, so a page waits for its parse a bounded time."""
+    big = "".join(f"<p>paragraph {i} <a href='/l{i}'>l</a></p>" for i in range(20000))
+    pages = [fetch_result(f"http://h.test/{i}", f"<html><body>{big}</body></html>".encode()) for i in range(12)]
+    workers = ParseWorkers(1)
+    try:
+        deadline = time.monotonic() + 60
+        while not workers.ready:
+            assert time.monotonic() < deadline, "the parse worker did not start"
+            time.sleep(0.05)
+        with ParsePool(workers, "lxml", main_content=False, chunk_pages=1, max_unparsed=3) as pool:
+            waiting = []
+            for page in pages:
+                pool.add(page)
+                waiting.append(sum(len(c) for c, f in pool._submitted if f is not None and not f.done()))
+            parsed = pool.parsed()
+    finally:
+        workers.close()
+    assert max(waiting) <= 3
+    assert sorted(parsed) == sorted(p.url for p in pages)
