@@ -53,11 +53,12 @@ class RunSettings(BaseSettings):
     land_every_s: float = Field(
         5.0, ge=0, le=3600, validation_alias=AliasChoices("CRAWL_LAND_EVERY_S", "land_every_s"),
         description="A fetch step that is still fetching after this many seconds lands the pages it has "
-        "fetched so far, and again every this many seconds: each round is a lake commit of their `pages`, "
-        "`documents` and `links` rows (and a WARC file of their responses), so a fetched page is readable "
-        "within seconds at any politeness, not when its whole batch lands. The batch's landing writes the "
-        "rest and its items. Pages of crawls that render land with the batch. A step that fetches in less "
-        "(a site without a delay) lands with its batch alone. `0`: every page lands with its batch.",
+        "fetched so far, again every this many seconds, and once more when its fetch is over: each round is "
+        "a lake commit of their `pages`, `documents` and `links` rows (and a WARC file of their responses), "
+        "so a fetched page is readable within seconds at any politeness, not when its whole batch lands. The "
+        "batch's landing writes the rest and its items. Pages of crawls that render land with the batch. A "
+        "step that fetches in less lands with its batch alone. Lower: fresher pages, more commits and small "
+        "files for lake maintenance to merge. `0`: every page lands with its batch.",
     )
     batch_max_bytes: int = Field(
         256 * 1024 * 1024, ge=1, validation_alias=AliasChoices("CRAWL_BATCH_MAX_BYTES", "batch_max_bytes"),
