@@ -127,12 +127,13 @@ class ShardFetcher:
             stream = self.streaming.start(batch_id, shard, requests, pool) if self.streaming and requests else None
 
             def parse(result: FetchResult) -> None:  # on the fetch threads
-                if known and result.is_html and known.get(result.url) == result.content_hash:
+                same = bool(known) and result.is_html and known.get(result.url) == result.content_hash
+                if same:
                     unchanged.add(result.url)  # the page the lake has: a parse would land nothing
-                    return
-                pool.add(result)
+                else:
+                    pool.add(result)
                 if stream is not None:
-                    stream.add(result)
+                    stream.add(result, landable=not same)
 
             self.fallback = pool.fallback
             clock = time.perf_counter()

@@ -15,15 +15,17 @@ A round lands only what the batch's landing would write unchanged: neither the p
 that render (the render step may replace their parse), nor pages whose body is their latest stored
 version (nothing to write), nor robots-disallowed URLs or ``304`` answers; an HTML page waits for
 its parse. A round that fails leaves its pages to the next round or to the batch's landing (landing
-a page again adds no version, since its content hash is then the latest), so nothing is lost. A
-shard fetched within ``every_s`` (a site without a delay) lands with its batch alone, as before:
-no extra commit where pages already land within seconds.
+a page again adds no version, since its content hash is then the latest), so nothing is lost. A round
+is skipped while the fetch, at its pace so far, ends within ``every_s`` (a site without a delay):
+such a shard lands with its batch alone, with no extra commit where its pages land within seconds
+anyway.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import replace
 
 from crawl_platform.archive.writer import RecordPointer, archive_results, shard_file_name
@@ -82,14 +84,27 @@ class ShardStream:
         self._stop = threading.Event()
         self._failed = False
         self._rounds_started = 0
+        self._total = len({r.url for r in requests})  # results to come
+        self._done = 0
+        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"land-rounds-{shard}", daemon=True)
         self._thread.start()
 
-    def add(self, result: FetchResult) -> None:
-        """A fetched page (from a fetch thread; never raises): it lands in the next round if it may."""
-        if result.url in self.crawl_of and not result.disallowed and not result.not_modified:
-            with self._lock:
+    def add(self, result: FetchResult, landable: bool = True) -> None:
+        """A fetch result (from a fetch thread; never raises): it lands in the next round if it may
+        (not ``landable``: a page whose body the lake has, which only counts towards the progress)."""
+        with self._lock:
+            self._done += 1
+            if landable and result.url in self.crawl_of and not result.disallowed and not result.not_modified:
                 self._waiting.append(result)
+
+    def _ends_soon(self) -> bool:
+        """Whether the fetch, at its pace so far, ends within a round's interval: its pages then
+        land with the last round or the batch as soon as a round would land them."""
+        elapsed = time.monotonic() - self._started
+        with self._lock:
+            done = self._done
+        return done > 0 and (self._total - done) * elapsed / done < self.landing.every_s
 
     def finish(self) -> tuple[StreamedPages, dict[str, ParsedPage]]:
         """Stop after the round in progress, then, if the shard fetched for longer than a round's
@@ -104,8 +119,9 @@ class ShardStream:
 
     def _run(self) -> None:
         while not self._stop.wait(self.landing.every_s):
-            self._rounds_started += 1
-            self._round()
+            if not self._ends_soon():
+                self._rounds_started += 1
+                self._round()
 
     def _round(self) -> None:
         self._parsed.update(self.pool.harvest(PARSE_WAIT_S))
