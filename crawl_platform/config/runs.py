@@ -51,7 +51,7 @@ class RunSettings(BaseSettings):
         "workers; at most half of `CRAWL_RUN_TIMEOUT`.",
     )
     land_every_s: float = Field(
-        5.0, ge=0, le=3600, validation_alias=AliasChoices("CRAWL_LAND_EVERY_S", "land_every_s"),
+        2.0, ge=0, le=3600, validation_alias=AliasChoices("CRAWL_LAND_EVERY_S", "land_every_s"),
         description="A fetch step that is still fetching after this many seconds lands the pages it has "
         "fetched so far, again every this many seconds, and once more when its fetch is over: each round is "
         "a lake commit of their `pages`, `documents` and `links` rows (and a WARC file of their responses), "
