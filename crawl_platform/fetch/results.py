@@ -34,8 +34,9 @@ class FetchRequest:
     render: str = "never"
     screenshots: bool = False
     extract_rules: str = ""
-    # The crawls that want this URL: a fetch step leaves it unfetched once all of them are paused
-    # or cancelled (crawl_platform.pipeline.control_watch). Empty: no crawl's control applies.
+    # The crawls that want this URL, the batch's first first (its page lands under that crawl): a
+    # fetch step leaves it unfetched once all of them are paused or cancelled
+    # (crawl_platform.pipeline.control_watch). Empty: no crawl's control applies.
     crawl_ids: tuple[str, ...] = ()
 
 

@@ -194,7 +194,7 @@ class BatchReader:
         for item in chosen:
             wanted.setdefault(item.url, []).append(item.crawl_id)
         return [
-            FetchRequest(i.url, user_agent=agents.get(i.crawl_id), crawl_ids=tuple(sorted(wanted[i.url])),
+            FetchRequest(i.url, user_agent=agents.get(i.crawl_id), crawl_ids=tuple(dict.fromkeys(wanted[i.url])),
                          host_delay_s=politeness.get(i.crawl_id, (None, 0))[0],
                          host_concurrency=politeness.get(i.crawl_id, (None, 0))[1],
                          in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
