@@ -3,21 +3,13 @@ batch partition whose ``render_shard`` step renders a single-page app's pages (r
 site and Chromium)."""
 
 import pytest
-from dagster import materialize
 
 from crawl_platform.bus.messages import decode_crawl_request
-from crawl_platform.bus.offsets import batch_key, plan_batches
-from crawl_platform.pipeline.submission import build_crawl_request, submit_crawl
-from crawl_platform_dagster.assets.checks import quality_checks
-from crawl_platform_dagster.assets.crawl_batch import crawl_batch, frontier
-from crawl_platform_dagster.assets.intake import crawls, submit_crawl_job
+from crawl_platform.pipeline.submission import build_crawl_request
+from crawl_platform_dagster.assets.intake import submit_crawl_job
 from tests.conftest import requires_browser
-from tests.dagster.conftest import RESOURCES
+from tests.dagster.conftest import RESOURCES, crawl_first_batch, topic_ranges
 from tests.sites.spa import SpaSite
-
-
-def _ranges(bus, topic):
-    return plan_batches(bus.watermarks(topic), {}, batch_size=1000, max_batches=100).ranges
 
 
 def _submit(render: str):
@@ -29,7 +21,7 @@ def _submit(render: str):
 @requires_browser
 def test_the_launchpad_submits_a_crawl_that_renders(crawl_env, bus):
     assert _submit("auto").success
-    (r,) = _ranges(bus, crawl_env.seeds_topic)
+    (r,) = topic_ranges(bus, crawl_env.seeds_topic)
     (record,) = bus.read_range(crawl_env.seeds_topic, r)
     assert decode_crawl_request(record.value).render == "auto"
 
@@ -53,14 +45,8 @@ def test_the_launchpad_refuses_rendering_in_one_line_and_enqueues_nothing(crawl_
 @requires_browser
 def test_a_batch_partition_renders_its_pages_in_the_render_step(crawl_env, bus, store, instance):
     with SpaSite(products=3) as spa:
-        submit_crawl(bus, build_crawl_request([spa.base_url + "/"], crawl_id="spa", max_depth=1, render="always"))
-        seed_keys = [r.key for r in _ranges(bus, crawl_env.seeds_topic)]
-        assert materialize([crawls], instance=instance, resources=RESOURCES,
-                           run_config={"ops": {"crawls": {"config": {"seed_ranges": seed_keys}}}}).success
-        key = batch_key(0, _ranges(bus, crawl_env.frontier_topic))
-        instance.add_dynamic_partitions("frontier_batches", [key])
-        result = materialize([crawl_batch, frontier, *quality_checks], partition_key=key, instance=instance,
-                             resources=RESOURCES)
+        _key, result = crawl_first_batch(instance, bus, crawl_env, build_crawl_request(
+            [spa.base_url + "/"], crawl_id="spa", max_depth=1, render="always"))
     assert result.success
     steps = {e.step_key for e in result.all_events if e.step_key}
     assert any(step.startswith("crawl_batch.render_shard") for step in steps)
