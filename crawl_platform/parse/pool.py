@@ -304,15 +304,16 @@ class ParsePool:
             if early:
                 self._early = []
         for chunk, future in [*done, *((chunk, None) for chunk in early)]:
-            pages = None
-            if future is not None:
-                with contextlib.suppress(Exception):  # a dead worker: its chunk is parsed here
-                    pages = future.result()
-            if pages is None:
-                pages = parse_pages(chunk, self.engine, self.main_content, self.max_links)
-                self.parsed_here += len(chunk)
-            out.update(pages)
+            out.update(self._finished(chunk, future))
         return out
+
+    def _finished(self, chunk: list[Page], future: Future[Parsed] | None) -> Parsed:
+        """The chunk's parse from its worker; parsed here when no worker took it or its worker died."""
+        if future is not None:
+            with contextlib.suppress(Exception):  # a dead worker: its chunk is parsed here
+                return future.result()
+        self.parsed_here += len(chunk)
+        return parse_pages(chunk, self.engine, self.main_content, self.max_links)
 
     def parsed(self) -> dict[str, ParsedPage]:
         """Every added page's parse (but those :meth:`harvest` handed out), keyed by URL. This
@@ -335,16 +336,7 @@ class ParsePool:
                 self.parsed_here += len(chunk)
         out: dict[str, ParsedPage] = {}
         for (chunk, future), done_here in zip(chunks, results, strict=True):
-            pages = done_here
-            if pages is None and future is not None:
-                try:
-                    pages = future.result()
-                except Exception:  # a dead worker: its chunk is parsed here
-                    pages = None
-            if pages is None:
-                pages = parse_pages(chunk, self.engine, self.main_content, self.max_links)
-                self.parsed_here += len(chunk)
-            out.update(pages)
+            out.update(done_here if done_here is not None else self._finished(chunk, future))
         return out
 
     def close(self) -> None:
