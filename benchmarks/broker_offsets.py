@@ -7,9 +7,11 @@ frontier-sized messages, 1,000 per publish, batched as the platform's producer d
 read of the full partition (the broker's watermark; then the log's true end as
 ``KAFKA_EXACT_LOG_ENDS`` finds it), of the empty one, and for a read of the last ``--tail``
 records, each averaged over ``--repeat`` calls (nan: the broker did not answer within the bus's
-10 s timeout), and the broker's RSS:
+10 s timeout), and the broker's RSS. ``--compression`` sets the producer's batch compression
+(``KAFKA_COMPRESSION``; the platform's default, lz4, unless given):
 
     .venv/bin/python benchmarks/broker_offsets.py --at 10000 50000 100000 --repeat 10
+    .venv/bin/python benchmarks/broker_offsets.py --at 1000000 2000000 --repeat 1 --compression none
 """
 
 import argparse
@@ -46,14 +48,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10, help="calls averaged per figure (10)")
     parser.add_argument("--tail", type=int, default=1000, help="records read from the log's end (1000)")
     parser.add_argument("--one-record-batches", action="store_true", help="send one record per batch")
+    parser.add_argument("--compression", default="lz4", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                        help="the producer's batch compression (lz4, the platform's default)")
     args = parser.parse_args()
     with EmbeddedBroker(port=free_port()) as broker:
         assert broker._process is not None
         pid = broker._process.pid
         bus = KafkaBus({"bootstrap.servers": broker.bootstrap_servers}, "seeds", "frontier", "dead", 2,
-                       producer_config={"batch.num.messages": "1"} if args.one_record_batches else {})
+                       producer_config={"batch.num.messages": "1"} if args.one_record_batches else {},
+                       compression=args.compression)
         exact = KafkaBus({"bootstrap.servers": broker.bootstrap_servers}, "seeds", "frontier", "dead", 2,
-                         exact_log_ends=True)
+                         exact_log_ends=True, compression=args.compression)
         bus.ensure_topics()
         filled = 0
 

@@ -74,10 +74,12 @@ class KafkaBus:
         pages_topic: str = "crawl.pages",
         control_topic: str = "crawl.control",
         exact_log_ends: bool = False,
+        compression: str = "lz4",
     ) -> None:
         # librdkafka logs through Python logging instead of writing to stderr itself.
         self._config: dict[str, Any] = {**client_config, "logger": _KAFKA_LOG}
         self._producer_config = dict(producer_config or {})
+        self.compression = compression
         self.seeds_topic = seeds_topic
         self.frontier_topic = frontier_topic
         self.dead_letter_topic = dead_letter_topic
@@ -102,6 +104,7 @@ class KafkaBus:
             pages_topic=settings.pages_topic,
             control_topic=settings.control_topic,
             exact_log_ends=settings.kafka_exact_log_ends,
+            compression=settings.kafka_compression,
         )
 
     # --- topics --------------------------------------------------------------------------------
@@ -329,6 +332,10 @@ class KafkaBus:
                 # Same partition for the same host key in every client (Java-compatible hash).
                 "partitioner": "murmur2_random",
                 "message.timeout.ms": str(int(self.timeout_s * 1000)),
+                # Whole batches compressed: a broker keeps and a consumer reads a fraction of the
+                # bytes, and the embedded broker, which keeps every message in memory, grows by that
+                # fraction (measured by benchmarks/broker_offsets.py --compression).
+                "compression.type": self.compression,
                 **self._producer_config,
             })
         return self._producer
