@@ -5,7 +5,8 @@ checks them: a bad file is one line and exit 2, and the stored rules stay). Then
 version not yet extracted with the crawl's rules (after a change: all of them) is read from the raw
 archive, never refetched, and its records land in ``records`` (:mod:`crawl_platform.extract.run`),
 with a progress bar on a terminal. The summary names the typed view to query, the rules' digest,
-and how many field notes of each kind the records carry. Wired into :mod:`crawl_platform.cli.main`.
+and how many field notes of each kind the records carry. :func:`add_arguments` declares the arguments
+and :mod:`crawl_platform.cli.main` dispatches to :func:`run`.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def backup_lake(store: CrawlStore, dest: Folder | Path, snapshot: int | None = N
 
     Raises :class:`TransferRefusedError` (nothing written) when the lake does not exist, ``dest``
     is not empty, or the lake has no such snapshot or no crawl tables at it;
-    :class:`~crawl_platform.store.database.StoreUnavailableError` when a lake cannot be opened. On
+    :class:`~crawl_platform.store.errors.StoreUnavailableError` when a lake cannot be opened. On
     any failure what was written to ``dest`` is removed again, so a folder with a manifest is
     always a whole backup.
     """
@@ -167,7 +167,7 @@ def restore_lake(src: Folder | Path, target_location: LakeLocation, *, replace: 
     time travel). Raises :class:`TransferRefusedError` for a folder that is not a whole backup,
     :class:`~crawl_platform.store.transfer.TransferFailedError` (nothing changed) when the
     backup's tables differ from its manifest or cannot be copied, and
-    :class:`~crawl_platform.store.database.StoreUnavailableError` when a lake cannot be opened.
+    :class:`~crawl_platform.store.errors.StoreUnavailableError` when a lake cannot be opened.
     """
     folder = as_folder(src)
     manifest = Manifest.read(folder)

@@ -55,7 +55,7 @@ class MaintenanceReport:
 def maintain_lake(store: CrawlStore, retention: timedelta, reader_grace: timedelta = READER_GRACE) -> MaintenanceReport:
     """Maintain the lake and report what changed. Keeps every snapshot younger than ``retention``
     (and always the latest); removes files unreferenced for longer than ``reader_grace``. Rows of
-    the latest snapshot are untouched. Raises :class:`~crawl_platform.store.database.StoreBusyError`
+    the latest snapshot are untouched. Raises :class:`~crawl_platform.store.errors.StoreBusyError`
     when a step cannot get the write lock within the store's timeout."""
     started = time.monotonic()
     lake = store.alias

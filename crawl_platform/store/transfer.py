@@ -4,7 +4,7 @@ Backups and restores (:mod:`crawl_platform.lake.backup`) and the import of an ol
 store (:mod:`crawl_platform.lake.migrate`) find what to copy here (:func:`snapshot_to_copy`,
 :func:`archive_files`, :func:`old_tables`), open a DuckDB connection of their own with the target
 lake and the source (read-only) attached, and copy every table of
-:data:`~crawl_platform.store.database.TABLES` in one write transaction of the target, under its
+:data:`~crawl_platform.store.schema.TABLES` in one write transaction of the target, under its
 write lock, so the target shows all of the copy or none of it. Columns are matched by name and
 cast to the target's types: a column the source lacks lands NULL, a renamed one is read under its
 old name. Each copy is checked against its source by a :class:`TableFingerprint` (row count and an
