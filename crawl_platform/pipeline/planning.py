@@ -196,7 +196,7 @@ def plan_frontier(topic: TopicState, queue: QueuedRuns, policy: LoopPolicy,
     the topic created anew), so offsets a fresh broker reuses never collide with batches already
     run and every URL the broker forgot is published again from the store. Nothing is cut from
     the ``held`` partitions (a continuing batch run holds them and reads their new offsets
-    itself); their cursor stays. With ``continuing`` runs, a partition group gets one batch per
+    itself); their cursor stays, and no URL counts as orphaned while any is held. With ``continuing`` runs, a partition group gets one batch per
     pass: its run goes on through the rest of the backlog itself, so a second run for the group
     would only queue behind it and find its offsets landed already."""
     room = max(0, policy.max_queued_runs - queue.waiting)
@@ -213,7 +213,10 @@ def plan_frontier(topic: TopicState, queue: QueuedRuns, policy: LoopPolicy,
     rank = priorities or {}
     batches = [PlannedBatch(batch_key(epoch, ranges), ranges, max(rank.get(r.partition, 0) for r in ranges))
                for ranges in cut.batches]
-    check_orphans = not batches and not requeues and not cut.backlog and queue.in_flight == 0
+    # A held partition means a run was in flight when the sensor asked, even if the run count,
+    # asked after the topic's read, finds none: a run that ended in between leaves URLs queued
+    # behind its partitions' cursor, which the next pass cuts, and none of them is an orphan.
+    check_orphans = not batches and not requeues and not cut.backlog and queue.in_flight == 0 and not held
     return FrontierPlan(batches, requeues, encode_cursor(cut.cursor, epoch, topic.topic_id), epoch, cut.backlog,
                         check_orphans)
 

@@ -5,9 +5,10 @@ rules that make it safe (held partitions, the cursor moved past what landed)."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from itertools import pairwise
 
-from crawl_platform.bus.offsets import batch_key, parse_batch_key, plan_batches
+from crawl_platform.bus.offsets import batch_key, decode_cursor, parse_batch_key, plan_batches
 from crawl_platform.cli.demo_site import DemoSite
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.pipeline.batch import BatchCrawler
@@ -113,6 +114,21 @@ def test_the_sensor_cuts_nothing_from_partitions_a_run_holds_and_keeps_their_cur
     assert [b.key for b in plan.batches] == ["e0.p2-0-30", "e0.p1-0-40"]
     assert plan.backlog == 0
     assert not plan.check_orphans  # a run is in flight
+
+
+def test_a_run_that_ends_while_the_sensor_reads_the_topic_leaves_no_orphans():
+    # The sensor asks which partitions runs hold, reads the topic, then counts the runs in flight;
+    # the run holding partition 0 ended in between, so the count finds none. Its partition's
+    # backlog is still behind the cursor, for the next pass to cut: requeueing every queued URL
+    # then would publish each of them twice.
+    topic = TopicState({0: (0, 900_000)}, {0: 300_000}, 0, "topic-id")
+    plan = plan_frontier(topic, QueuedRuns(in_flight=0), POLICY, held={0}, continuing=True)
+    assert plan.batches == [] and plan.backlog == 0
+    assert not plan.check_orphans
+    assert plan.with_orphans(600_000, now=1.0).requeues == []
+    next_pass = plan_frontier(replace(topic, cursor=decode_cursor(plan.cursor)[0]), QueuedRuns(), POLICY,
+                              continuing=True)
+    assert [b.key for b in next_pass.batches] == ["e0.p0-300000-300100"]
 
 
 def test_the_cursor_moves_past_what_continuing_runs_landed_unless_the_topic_is_new():
