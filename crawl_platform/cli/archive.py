@@ -2,7 +2,8 @@
 
 :func:`add_arguments` declares their arguments and :mod:`crawl_platform.cli.main` dispatches to
 :data:`COMMANDS`. ``show`` reads the lake and the raw archive only
-(:mod:`crawl_platform.archive.reader`), never the network; ``export`` runs :func:`crawl_platform.archive.export.export_crawl` behind a rich progress bar.
+(:mod:`crawl_platform.archive.reader`), never the network; ``export`` runs
+:func:`crawl_platform.archive.export.export_crawl` behind a rich progress bar.
 Both import the archive's modules (FastWARC, ``requests`` through the writer) only when they run,
 so that ``crawl`` and the other commands do not pay for importing them at start.
 Bad input (an unknown URL, version, crawl, format or table, a folder that cannot be written)

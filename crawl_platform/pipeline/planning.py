@@ -196,9 +196,10 @@ def plan_frontier(topic: TopicState, queue: QueuedRuns, policy: LoopPolicy,
     the topic created anew), so offsets a fresh broker reuses never collide with batches already
     run and every URL the broker forgot is published again from the store. Nothing is cut from
     the ``held`` partitions (a continuing batch run holds them and reads their new offsets
-    itself); their cursor stays, and no URL counts as orphaned while any is held. With ``continuing`` runs, a partition group gets one batch per
-    pass: its run goes on through the rest of the backlog itself, so a second run for the group
-    would only queue behind it and find its offsets landed already."""
+    itself); their cursor stays, and no URL counts as orphaned while any is held. With
+    ``continuing`` runs, a partition group gets one batch per pass: its run goes on through the
+    rest of the backlog itself, so a second run for the group would only queue behind it and find
+    its offsets landed already."""
     room = max(0, policy.max_queued_runs - queue.waiting)
     marks = {p: m for p, m in topic.watermarks.items() if p not in held} if held else topic.watermarks
     cut = plan_batches(marks, topic.cursor, policy.batch_size, min(room, policy.max_runs_per_tick),

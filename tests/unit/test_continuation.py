@@ -123,7 +123,8 @@ def test_a_run_that_ends_while_the_sensor_reads_the_topic_leaves_no_orphans():
     # then would publish each of them twice.
     topic = TopicState({0: (0, 900_000)}, {0: 300_000}, 0, "topic-id")
     plan = plan_frontier(topic, QueuedRuns(in_flight=0), POLICY, held={0}, continuing=True)
-    assert plan.batches == [] and plan.backlog == 0
+    assert plan.batches == []
+    assert plan.backlog == 0
     assert not plan.check_orphans
     assert plan.with_orphans(600_000, now=1.0).requeues == []
     next_pass = plan_frontier(replace(topic, cursor=decode_cursor(plan.cursor)[0]), QueuedRuns(), POLICY,
