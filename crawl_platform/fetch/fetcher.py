@@ -37,6 +37,7 @@ from crawl_platform.fetch.transport import (
     TransportError,
 )
 from crawl_platform.fetch.turns import HostTurns
+from crawl_platform.malloc import limit_arenas
 from crawl_platform.redaction import redact_passwords as redact
 from crawl_platform.store.hosts import HostRecord
 from crawl_platform.urls import InvalidURLError, canonicalize
@@ -299,9 +300,10 @@ class Fetcher:
         return concurrency
 
     def _workers(self) -> ThreadPoolExecutor:
-        """One pool of worker threads for the fetcher's life."""
+        """One pool of worker threads for the fetcher's life, sharing the process's few malloc arenas."""
         with self._pool_lock:
             if self._pool is None:
+                limit_arenas()
                 self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="fetch")
             return self._pool
 

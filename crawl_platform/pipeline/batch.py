@@ -24,6 +24,7 @@ from crawl_platform.config import Settings
 from crawl_platform.fetch.fetcher import Fetcher, FetchRequest, FetchResult
 from crawl_platform.frontier.frontier import Frontier, FrontierGrowth
 from crawl_platform.frontier.read_model import FrontierReadModel
+from crawl_platform.malloc import release_free_memory
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParseWorkers
@@ -141,10 +142,14 @@ def expand_batch(frontier: Frontier, batch_id: str,
     """Publish a landed batch's page events (with ``events``), grow the frontier from its links,
     and re-publish URLs the broker dropped. Raises :class:`UnconfirmedURLsError` when the broker
     did not confirm every new URL or event; the retry publishes them again (and the loop, once
-    idle, the events of batches whose retries all failed)."""
-    published = events.publish_batch(batch_id) if events is not None else EventsPublished()
-    growth = frontier.expand(batch_id)
-    frontier.republish_stale()
+    idle, the events of batches whose retries all failed). The batch's own memory is free then,
+    and goes back to the system."""
+    try:
+        published = events.publish_batch(batch_id) if events is not None else EventsPublished()
+        growth = frontier.expand(batch_id)
+        frontier.republish_stale()
+    finally:
+        release_free_memory()
     if growth.unconfirmed:
         raise UnconfirmedURLsError(f"the broker did not confirm {growth.unconfirmed} of {growth.admitted} new URLs")
     if published.unconfirmed:
