@@ -9,11 +9,16 @@ fetcher can take. With more hosts than workers, a fetcher whose workers sit out 
 gaps takes about hosts / workers times that floor.
 
     .venv/bin/python benchmarks/fetch_hosts.py --hosts 100 --pages-per-host 40 --host-delay-ms 250
+
+It also prints the process's peak RSS. ``--glibc-arenas`` leaves glibc's malloc arenas as they
+come (up to eight per core) instead of the two the fetcher caps them at
+(:mod:`crawl_platform.malloc`), to compare the two.
 """
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -23,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from crawl_platform.fetch import fetcher as fetcher_module
 from crawl_platform.fetch.fetcher import Fetcher
 from crawl_platform.fetch.politeness import origin_of
 from crawl_platform.parse.html import parse_html
@@ -44,7 +50,10 @@ def main() -> None:
     parser.add_argument("--pages-per-host", type=int, default=40)
     parser.add_argument("--host-delay-ms", type=int, default=250)
     parser.add_argument("--workers", type=int, default=16, help="CRAWL_FETCH_CONCURRENCY")
+    parser.add_argument("--glibc-arenas", action="store_true", help="do not cap the malloc arenas")
     args = parser.parse_args()
+    if args.glibc_arenas:
+        fetcher_module.limit_arenas = lambda arenas=0: False  # the fetcher's own call, made a no-op
 
     code = SERVE.format(repo=str(REPO), pages=args.pages_per_host, hosts=args.hosts)
     server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -67,7 +76,8 @@ def main() -> None:
     print(f"hosts={args.hosts} urls={len(urls)} fetched_200={fetched} parsed={parsed} workers={args.workers} "
           f"host_delay_ms={args.host_delay_ms}")
     print(f"wall_s={wall:.2f} pages_per_s={len(urls) / wall:.1f} cpu_s={cpu:.2f} "
-          f"politeness_floor_s={floor:.2f} wall_over_floor={wall / floor if floor else float('nan'):.2f}")
+          f"politeness_floor_s={floor:.2f} wall_over_floor={wall / floor if floor else float('nan'):.2f} "
+          f"peak_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
 
 
 if __name__ == "__main__":
