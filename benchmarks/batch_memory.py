@@ -9,6 +9,9 @@ private (``Private_Clean + Private_Dirty`` of ``/proc/self/smaps_rollup``) seen,
 the embedded broker's RSS and the records of each topic:
 
     .venv/bin/python benchmarks/batch_memory.py --pages 20000
+
+``--glibc-arenas`` runs it without :mod:`crawl_platform.malloc` (glibc's arenas uncapped, nothing
+handed back after a batch), to compare.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from static_site import serve_site
 
 from crawl_platform.bus.broker import EmbeddedBroker
 from crawl_platform.bus.kafka import KafkaBus
+from crawl_platform.fetch import fetcher as fetcher_module
 from crawl_platform.pipeline import batch
 from crawl_platform.store.database import CrawlStore
 
@@ -72,7 +76,12 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=20000, help="article pages of the site (20000)")
     parser.add_argument("--timeline", action="store_true", help="also print each phase's RSS at entry, peak, exit")
     parser.add_argument("--batch-size", type=int, default=0, help="CRAWL_BATCH_SIZE (0: auto)")
+    parser.add_argument("--glibc-arenas", action="store_true",
+                        help="leave glibc's malloc arenas uncapped and untrimmed (crawl_platform.malloc off)")
     args = parser.parse_args()
+    if args.glibc_arenas:  # the fetcher's and the batch's own calls, made no-ops
+        fetcher_module.limit_arenas = lambda arenas=0: False
+        batch.release_free_memory = lambda: None
     batch.BatchReader.prepare = _tagged("prepare", batch.BatchReader.prepare)
     batch.ShardFetcher.fetch = _tagged("fetch", batch.ShardFetcher.fetch)
     batch.BatchLander.land = _tagged("land", batch.BatchLander.land)
