@@ -60,7 +60,7 @@ class BusSettings(BaseSettings):
     kafka_compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = Field(
         "lz4", validation_alias=AliasChoices("KAFKA_COMPRESSION", "kafka_compression"),
         description="How the producers compress each batch of messages (librdkafka's `compression.type`). "
-        "`lz4` costs no measurable CPU and keeps the messages in about a third of the bytes, on the "
+        "`lz4` costs no measurable CPU and keeps the messages in a quarter to a third of the bytes, on the "
         "brokers and on the wire; every Kafka client reads it (kafka-python with the `lz4` package). "
         "`KAFKA_PRODUCER_CONFIG` can still override it.",
     )
