@@ -42,7 +42,8 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
     libc = _glibc()
     done = libc is not None and libc.mallopt(_M_ARENA_MAX, arenas) == 1
     if not done:
-        log.debug("malloc arenas not capped: the C library is not glibc")
+        log.debug("malloc arenas not capped: %s", "the C library is not glibc" if libc is None
+                  else "glibc refused M_ARENA_MAX")
     return done
 
 
