@@ -17,6 +17,7 @@ from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.frontier.admission import RegistrationConflictError
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
+from crawl_platform.pipeline.control import build_control
 from crawl_platform.urls import InvalidURLError
 from tests.unit.crawl_rows import crawl_request, fetch_result, frontier_rows, land, page_html, topic_messages
 
@@ -159,6 +160,29 @@ def test_expand_closes_every_item_so_nothing_stays_pending(frontier, store):
     assert {u: s for u, (_, s) in frontier_rows(store, "c1").items()} == {
         urls[0]: "fetched", urls[1]: "failed", urls[2]: "failed", urls[3]: "disallowed"}
     assert store.query("SELECT DISTINCT batch_id FROM frontier") == [("b1",)]
+
+
+def test_status_counts_each_crawl_s_own_urls_in_registration_order(frontier, store):
+    frontier.register(crawl_request("c1", "http://a.example/1", "http://a.example/2", "http://a.example/3",
+                                    max_depth=0))
+    frontier.register(crawl_request("c2", "http://b.example/1", "http://b.example/2", max_depth=0))
+    frontier.register(crawl_request("c3", "http://c.example/1", max_depth=0))
+    land(store, "b1", [FrontierURL("c1", "http://a.example/1", 0), FrontierURL("c1", "http://a.example/2", 0)],
+         [fetch_result("http://a.example/1", page_html("One")),
+          fetch_result("http://a.example/2", status=None, error="ConnectionError: refused")])
+    frontier.expand("b1")
+    frontier.control(build_control("c2", "pause"))
+    frontier.control(build_control("c3", "cancel"))
+
+    by_crawl = {s.crawl_id: s for s in frontier.status()}
+    assert list(by_crawl) == ["c1", "c2", "c3"]
+    counts = {c: (s.pending, s.fetched, s.failed, s.disallowed, s.paused, s.cancelled) for c, s in by_crawl.items()}
+    assert counts == {"c1": (1, 1, 1, 0, 0, 0), "c2": (0, 0, 0, 0, 2, 0), "c3": (0, 0, 0, 0, 0, 1)}
+    assert {c: s.state for c, s in by_crawl.items()} == {"c1": "active", "c2": "paused", "c3": "cancelled"}
+    # The latest change of a row no longer pending: c1's landing, c3's cancel.
+    last = dict(store.query("SELECT crawl_id, max(updated_at) FROM frontier WHERE state <> 'queued' GROUP BY ALL"))
+    assert {c: s.last_update for c, s in by_crawl.items()} == last
+    assert frontier.status("c2") == [by_crawl["c2"]]
 
 
 # --- re-publishing -------------------------------------------------------------------------------------
