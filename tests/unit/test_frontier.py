@@ -179,7 +179,7 @@ def test_status_counts_each_crawl_s_own_urls_in_registration_order(frontier, sto
     counts = {c: (s.pending, s.fetched, s.failed, s.disallowed, s.paused, s.cancelled) for c, s in by_crawl.items()}
     assert counts == {"c1": (1, 1, 1, 0, 0, 0), "c2": (0, 0, 0, 0, 2, 0), "c3": (0, 0, 0, 0, 0, 1)}
     assert {c: s.state for c, s in by_crawl.items()} == {"c1": "active", "c2": "paused", "c3": "cancelled"}
-    # The latest change of a row no longer pending: c1's landing, c3's cancel.
+    # The latest change of a row no longer pending: c1's landing, c2's pause, c3's cancel.
     last = dict(store.query("SELECT crawl_id, max(updated_at) FROM frontier WHERE state <> 'queued' GROUP BY ALL"))
     assert {c: s.last_update for c, s in by_crawl.items()} == last
     assert frontier.status("c2") == [by_crawl["c2"]]
