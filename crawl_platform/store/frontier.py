@@ -254,19 +254,40 @@ def link_targets(con: duckdb.DuckDBPyConnection, batch_id: str, outcomes: Collec
     """The links of a landed batch to admit: each distinct (crawl, link target) of its items in
     one of ``outcomes`` (their pages' latest versions), at the shallowest item's depth plus one,
     within the crawl's ``max_depth``."""
-    # Each distinct (crawl, link target) once, at its shallowest: a batch's pages link the
-    # same targets over and over (a site's navigation).
-    return con.execute(
+    # The latest version of each page to follow, and the batch that landed it: this batch for a
+    # page that changed, an older one for a page that came back unchanged. ``links`` is then read
+    # only in those batches' files (DuckLake prunes them by ``batch_id``), so the read does not
+    # grow with the table; rows landed before links had a batch_id are read where batch_id IS NULL,
+    # which costs nothing on a lake without such rows.
+    con.execute(
         f"""
-        SELECT b.crawl_id, k.dst_url, min(b.depth) + 1
+        CREATE OR REPLACE TEMP TABLE link_sources AS
+        SELECT b.crawl_id, b.url, b.depth, p.v, p.landed_in
         FROM batch_items b
         JOIN crawls c USING (crawl_id)
-        JOIN (SELECT url, max(version) AS v FROM pages
+        JOIN (SELECT url, max(version) AS v, arg_max(batch_id, version) AS landed_in FROM pages
               WHERE url IN (SELECT url FROM batch_items WHERE batch_id = $1) GROUP BY url) p
           ON p.url = b.url
-        JOIN links k ON k.src_url = b.url AND k.src_version = p.v
         WHERE b.batch_id = $1 AND b.outcome IN {sql_list(outcomes)} AND b.depth + 1 <= c.max_depth
-        GROUP BY b.crawl_id, k.dst_url
         """,
         [batch_id],
-    ).fetchall()
+    )
+    try:
+        landed_in = [row[0] for row in con.execute(
+            "SELECT DISTINCT landed_in FROM temp.link_sources WHERE landed_in IS NOT NULL").fetchall()]
+        by_batch = (f"SELECT src_url, src_version, dst_url FROM links WHERE batch_id IN "
+                    f"({', '.join('?' * len(landed_in))}) UNION ALL " if landed_in else "")
+        # Each distinct (crawl, link target) once, at its shallowest: a batch's pages link the
+        # same targets over and over (a site's navigation).
+        return con.execute(
+            f"""
+            SELECT s.crawl_id, k.dst_url, min(s.depth) + 1
+            FROM temp.link_sources s
+            JOIN ({by_batch}SELECT src_url, src_version, dst_url FROM links WHERE batch_id IS NULL) k
+              ON k.src_url = s.url AND k.src_version = s.v
+            GROUP BY s.crawl_id, k.dst_url
+            """,
+            landed_in,
+        ).fetchall()
+    finally:
+        con.execute("DROP TABLE temp.link_sources")

@@ -102,8 +102,9 @@ def land_versions(con: duckdb.DuckDBPyConnection, batch_id: str, pages: pa.Table
            FROM inc_docs d JOIN new_versions n USING (url)"""
     ).fetchone()
     n_links = con.execute(
-        """INSERT INTO links (src_url, src_version, dst_url, anchor_text)
-           SELECT k.url, n.version, k.dst_url, k.anchor_text FROM inc_links k JOIN new_versions n USING (url)"""
+        """INSERT INTO links (src_url, src_version, dst_url, anchor_text, batch_id)
+           SELECT k.url, n.version, k.dst_url, k.anchor_text, ? FROM inc_links k JOIN new_versions n USING (url)""",
+        [batch_id],
     ).fetchone()
     return LandedVersions(new_versions, int(n_docs[0]) if n_docs else 0, int(n_links[0]) if n_links else 0)
 

@@ -81,7 +81,9 @@ CREATE TABLE IF NOT EXISTS links (
     src_url     VARCHAR NOT NULL,
     src_version INTEGER NOT NULL,
     dst_url     VARCHAR NOT NULL,        -- canonical absolute URL
-    anchor_text VARCHAR NOT NULL
+    anchor_text VARCHAR NOT NULL,
+    batch_id    VARCHAR                  -- the batch that landed the page version (its pages.batch_id): admission reads
+                                         -- a batch's links by it; NULL in rows landed before the lake had this column
 );
 CREATE TABLE IF NOT EXISTS batch_items (
     batch_id VARCHAR NOT NULL,

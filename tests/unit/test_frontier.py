@@ -14,10 +14,11 @@ import pytest
 from crawl_platform.bus.broker import free_port
 from crawl_platform.bus.kafka import KafkaBus
 from crawl_platform.bus.messages import FrontierURL
-from crawl_platform.frontier.admission import RegistrationConflictError
+from crawl_platform.frontier.admission import LINK_OUTCOMES, RegistrationConflictError
 from crawl_platform.frontier.frontier import Frontier
 from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.pipeline.control import build_control
+from crawl_platform.store.frontier import link_targets
 from crawl_platform.urls import InvalidURLError
 from tests.unit.crawl_rows import crawl_request, fetch_result, frontier_rows, land, page_html, topic_messages
 
@@ -133,6 +134,31 @@ def test_expand_respects_max_depth_and_skips_known_urls(frontier, store):
     land(store, "b3", [c], [fetch_result(c.url, page_html("C", "/d"))])
     assert frontier.expand("b3").admitted == 0  # /d would be at depth 3
     assert "http://a.example/d" not in frontier_rows(store, "c1")
+
+
+def test_expand_reads_each_page_s_links_from_the_batch_that_landed_its_latest_version(frontier, store):
+    """A batch's links are read by ``links.batch_id``: a changed page's from this batch, an unchanged
+    page's from the older batch that landed its version, and rows landed before the lake had the
+    column (NULL there) still count."""
+    frontier.register(crawl_request("c1", "http://a.example/", max_depth=5))
+    home, a, b = (FrontierURL("c1", f"http://a.example/{p}", d) for p, d in (("", 0), ("a", 1), ("b", 1)))
+    land(store, "b1", [home], [fetch_result(home.url, page_html("Home", "/a", "/b"))])
+    with store.write() as con:  # the lake as it was before links had a batch_id
+        con.execute("ALTER TABLE links DROP COLUMN batch_id")
+    store.close()  # opened again, it gains the column, NULL in b1's rows
+    land(store, "b2", [a, b], [fetch_result(a.url, page_html("A", "/a1")), fetch_result(b.url, page_html("B", "/b1"))])
+    assert store.query("SELECT src_url, batch_id FROM links ORDER BY ALL") == [
+        (home.url, None), (home.url, None), (a.url, "b2"), (b.url, "b2")]
+    # Home and /a come back unchanged (their versions landed in b1 and b2), /b changed.
+    land(store, "b3", [home, a, b], [fetch_result(home.url, page_html("Home", "/a", "/b")),
+                                     fetch_result(a.url, page_html("A", "/a1")),
+                                     fetch_result(b.url, page_html("B changed", "/b2"))])
+    assert store.query("SELECT url, version, batch_id FROM pages WHERE batch_id = 'b3'") == [(b.url, 2, "b3")]
+    with store.read() as con:
+        targets = link_targets(con, "b3", LINK_OUTCOMES)
+    assert sorted(targets) == [("c1", "http://a.example/a", 1), ("c1", "http://a.example/a1", 2),
+                               ("c1", "http://a.example/b", 1), ("c1", "http://a.example/b2", 2)]
+    assert frontier.expand("b3").admitted == 4  # every target is new to the crawl's frontier
 
 
 def test_expand_in_domain_scope_follows_sibling_subdomains(frontier, store):
