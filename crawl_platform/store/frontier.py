@@ -43,8 +43,12 @@ def sql_list(values: Iterable[StrEnum]) -> str:
 _ACTIVE, _CANCELLED = sql_literal(CrawlState.ACTIVE), sql_literal(CrawlState.CANCELLED)
 
 # Within each crawl's page caps, new (crawl, url) pairs of the relation ``candidates``,
-# shallowest first per crawl and per host.
+# shallowest first per crawl and per host. The frontier is read twice: the anti-join, and one
+# count of the candidates' crawls by host, whose sums are the crawls' counts too.
 _ADMITTED_SQL = f"""
+    WITH used AS MATERIALIZED (SELECT crawl_id, host, count(*) AS used FROM frontier
+                               WHERE crawl_id IN (SELECT crawl_id FROM candidates)
+                               GROUP BY crawl_id, host)
     SELECT crawl_id, url, depth, host
     FROM (SELECT capped.*,
                  row_number() OVER (PARTITION BY crawl_id ORDER BY depth, url) AS rn
@@ -55,15 +59,13 @@ _ADMITTED_SQL = f"""
                       FROM (SELECT crawl_id, url, min(depth) AS depth, any_value(host) AS host
                             FROM candidates GROUP BY crawl_id, url) c
                       ANTI JOIN frontier f ON f.crawl_id = c.crawl_id AND f.url = c.url) n
-                JOIN (SELECT cr.crawl_id, cr.max_pages - count(f.url) AS room,
+                JOIN (SELECT cr.crawl_id, cr.max_pages - coalesce(sum(u.used), 0) AS room,
                              coalesce(cr.max_pages_per_host, 0) AS per_host
-                      FROM crawls cr LEFT JOIN frontier f USING (crawl_id)
+                      FROM crawls cr LEFT JOIN used u USING (crawl_id)
                       WHERE cr.crawl_id IN (SELECT crawl_id FROM candidates)
                         AND coalesce(cr.state, {_ACTIVE}) <> {_CANCELLED}
                       GROUP BY cr.crawl_id, cr.max_pages, cr.max_pages_per_host) r USING (crawl_id)
-                LEFT JOIN (SELECT crawl_id, host, count(*) AS used FROM frontier
-                           WHERE crawl_id IN (SELECT crawl_id FROM candidates)
-                           GROUP BY crawl_id, host) h ON h.crawl_id = n.crawl_id AND h.host = n.host
+                LEFT JOIN used h ON h.crawl_id = n.crawl_id AND h.host = n.host
                 WHERE r.per_host = 0 OR n.host_rn + coalesce(h.used, 0) <= r.per_host) capped)
     WHERE rn <= room
 """
