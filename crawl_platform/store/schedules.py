@@ -48,10 +48,14 @@ def active_schedules(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int | No
 
 def scheduled_progress(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
     """``(crawl_id, pending URLs, latest change)`` of every crawl of an actively scheduled family
-    (the latest change: its frontier's latest update, else its registration)."""
+    (the latest change: its frontier's latest update, else its registration). The frontier is
+    counted by crawl and state before the join, as a crawl's status is
+    (:func:`crawl_platform.store.frontier.progress`): a handful of rows to join, not every URL."""
     return con.execute(
-        f"""SELECT c.crawl_id, count(f.url) FILTER (WHERE f.state IN {sql_list(PENDING_STATES)}),
-                   coalesce(max(f.updated_at), max(c.registered_at))
-            FROM crawls c LEFT JOIN frontier f USING (crawl_id)
+        f"""SELECT c.crawl_id, coalesce(sum(f.n) FILTER (WHERE f.state IN {sql_list(PENDING_STATES)}), 0),
+                   coalesce(max(f.changed), c.registered_at)
+            FROM crawls c
+            LEFT JOIN (SELECT crawl_id, state, count(*) AS n, max(updated_at) AS changed
+                       FROM frontier GROUP BY crawl_id, state) f USING (crawl_id)
             WHERE split_part(c.crawl_id, '@', 1) IN (SELECT crawl_id FROM crawl_schedules WHERE active)
-            GROUP BY c.crawl_id""").fetchall()
+            GROUP BY c.crawl_id, c.registered_at""").fetchall()
