@@ -3,7 +3,9 @@ cost per batch independent of the crawl's size".
 
 Makes a lake in a temporary folder (its catalog an embedded DuckDB file, or ``--postgres`` for a new
 database on the machine's PostgreSQL), registers one crawl and grows its ``frontier`` in bulk to
-each size given (rows of finished pages, as a long crawl leaves them, a few files each). At each
+each size given (rows of finished pages, as a long crawl leaves them, a few files each), each with
+its ``pages`` row and ``--grown-links`` ``links`` rows (20 by default, as the generated site's
+pages have), since a batch's admission reads its pages' links out of those tables. At each
 size it lands ``--batches`` batches of ``--urls`` parsed pages with ``--links`` links each, half of
 them new URLs and half already in the frontier, as a batch run's landing step does, and times the
 frontier step's part: ``Frontier.expand`` (scope checks, then one write transaction that admits
@@ -49,17 +51,35 @@ def _page(url: str, batch: int, index: int, links: int) -> bytes:
     return f"<html><head><title>{url}</title></head><body><p>text</p>{hrefs}</body></html>".encode()
 
 
-def grow(store: CrawlStore, rows: int, start: int) -> None:
-    """Add frontier rows ``start`` .. ``rows`` of the crawl (finished pages), in chunks of 200,000."""
+def grow(store: CrawlStore, rows: int, start: int, links: int) -> None:
+    """Add frontier rows ``start`` .. ``rows`` of the crawl (finished pages), each with its page
+    version and ``links`` links, in chunks of 200,000 pages (one landing each)."""
     now = datetime.now(UTC).replace(tzinfo=None)
+    with store.read() as con:  # the lake's links may predate their batch_id (a --repo of an older release)
+        link_columns = {row[0] for row in con.execute("DESCRIBE links").fetchall()}
     for lo in range(start, rows, 200_000):
         hi = min(rows, lo + 200_000)
+        # Old pages' URLs on both sides of the new ones' (/level/...), as a real crawl's interleave:
+        # no file's URL range leaves a new batch's pages out.
+        url = (f"CASE WHEN i < 10000 THEN 'http://{HOST}/seen/' || i "
+               f"ELSE 'http://{HOST}/' || CASE WHEN i % 2 = 0 THEN 'a' ELSE 'z' END || '/old/' || i END")
+        batch_id = f"grown-{lo}"
         with store.write() as con:
             con.execute(
                 f"""INSERT INTO frontier (url, crawl_id, depth, state, discovered_at, host, updated_at, batch_id)
-                    SELECT CASE WHEN i < 10000 THEN 'http://{HOST}/seen/' || i ELSE 'http://{HOST}/old/' || i END,
-                           '{CRAWL}', 2, 'fetched', $1, '{HOST}', $1, 'grown'
+                    SELECT {url}, '{CRAWL}', 2, 'fetched', $1, '{HOST}', $1, '{batch_id}'
                     FROM range({lo}, {hi}) t(i)""", [now])
+            con.execute(
+                f"""INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
+                                       batch_id, content_length, elapsed_ms)
+                    SELECT {url}, '{CRAWL}', 1, 200, $1, md5(i::VARCHAR), 'text/html', '{batch_id}', 4096, 1.0
+                    FROM range({lo}, {hi}) t(i)""", [now])
+            tagged = "batch_id" in link_columns
+            con.execute(
+                f"""INSERT INTO links (src_url, src_version, dst_url, anchor_text{", batch_id" if tagged else ""})
+                    SELECT {url}, 1, 'http://{HOST}/a/old/' || ((i * 7919 + k) % {rows}), 'a'
+                           {f", '{batch_id}'" if tagged else ""}
+                    FROM range({lo}, {hi}) t(i), range({links}) l(k)""")
 
 
 def measure(store: CrawlStore, frontier: Frontier, size: int, batches: int, urls: int, links: int,
@@ -89,6 +109,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=5, help="batches landed and expanded at each size (5)")
     parser.add_argument("--urls", type=int, default=500, help="pages per batch (500)")
     parser.add_argument("--links", type=int, default=20, help="links per page (20)")
+    parser.add_argument("--grown-links", type=int, default=20,
+                        help="links rows of each grown page (20), read by nothing but a full scan of links")
     parser.add_argument("--postgres", action="store_true", help="the lake's catalog on the machine's PostgreSQL")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
@@ -106,7 +128,7 @@ def main() -> None:
         print(f"catalog: {'PostgreSQL' if args.postgres else 'DuckDB file'}; batches of {args.urls} pages x "
               f"{args.links} links, half of them new", flush=True)
         for size in args.sizes:
-            grow(store, size, grown)
+            grow(store, size, grown, args.grown_links)
             grown = size
             before = loadavg()
             result = measure(store, frontier, size, args.batches, args.urls, args.links, batch)
