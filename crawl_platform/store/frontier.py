@@ -254,27 +254,36 @@ def queued_host_priorities(con: duckdb.DuckDBPyConnection, max_priority: int) ->
 
 def link_targets(con: duckdb.DuckDBPyConnection, batch_id: str, outcomes: Collection[BatchOutcome]) -> list[Key]:
     """The links of a landed batch to admit: each distinct (crawl, link target) of its items in
-    one of ``outcomes`` (their pages' latest versions), at the shallowest item's depth plus one,
-    within the crawl's ``max_depth``."""
+    one of ``outcomes`` (of the page versions the batch landed, or a page's latest where it landed
+    none: the page was unchanged), at the shallowest item's depth plus one, within the crawl's
+    ``max_depth``."""
     # The latest version of each page to follow, and the batch that landed it: this batch for a
-    # page that changed, an older one for a page that came back unchanged. ``links`` is then read
-    # only in those batches' files (DuckLake prunes them by ``batch_id``), so the read does not
-    # grow with the table; rows landed before links had a batch_id are read where batch_id IS NULL,
-    # which costs nothing on a lake without such rows.
+    # page that changed, an older one for a page that came back unchanged. Both ``pages`` and
+    # ``links`` are then read by ``batch_id``, which DuckLake prunes by file, so the reads do not
+    # grow with the tables: ``pages`` whole only for the URLs this batch landed no version of (a
+    # recrawl's unchanged pages), and ``links`` where batch_id IS NULL only for rows landed before
+    # links had the column, which costs nothing on a lake without such rows.
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE link_sources AS
-        SELECT b.crawl_id, b.url, b.depth, p.v, p.landed_in
+        SELECT b.crawl_id, b.url, b.depth, p.v, CASE WHEN p.v IS NOT NULL THEN $1 END AS landed_in
         FROM batch_items b
         JOIN crawls c USING (crawl_id)
-        JOIN (SELECT url, max(version) AS v, arg_max(batch_id, version) AS landed_in FROM pages
-              WHERE url IN (SELECT url FROM batch_items WHERE batch_id = $1) GROUP BY url) p
-          ON p.url = b.url
+        LEFT JOIN (SELECT url, max(version) AS v FROM pages WHERE batch_id = $1 GROUP BY url) p ON p.url = b.url
         WHERE b.batch_id = $1 AND b.outcome IN {sql_list(outcomes)} AND b.depth + 1 <= c.max_depth
         """,
         [batch_id],
     )
     try:
+        if con.execute("SELECT count(*) FROM temp.link_sources WHERE v IS NULL").fetchone()[0]:  # type: ignore[index]
+            con.execute(
+                """
+                UPDATE temp.link_sources s SET v = l.v, landed_in = l.landed_in
+                FROM (SELECT url, max(version) AS v, arg_max(batch_id, version) AS landed_in FROM pages
+                      WHERE url IN (SELECT url FROM temp.link_sources WHERE v IS NULL) GROUP BY url) l
+                WHERE s.v IS NULL AND s.url = l.url
+                """
+            )
         landed_in = [row[0] for row in con.execute(
             "SELECT DISTINCT landed_in FROM temp.link_sources WHERE landed_in IS NOT NULL").fetchall()]
         by_batch = (f"SELECT src_url, src_version, dst_url FROM links WHERE batch_id IN "
