@@ -257,12 +257,13 @@ def link_targets(con: duckdb.DuckDBPyConnection, batch_id: str, outcomes: Collec
     one of ``outcomes`` (of the page versions the batch landed, or a page's latest where it landed
     none: the page was unchanged), at the shallowest item's depth plus one, within the crawl's
     ``max_depth``."""
-    # The latest version of each page to follow, and the batch that landed it: this batch for a
-    # page that changed, an older one for a page that came back unchanged. Both ``pages`` and
-    # ``links`` are then read by ``batch_id``, which DuckLake prunes by file, so the reads do not
-    # grow with the tables: ``pages`` whole only for the URLs this batch landed no version of (a
-    # recrawl's unchanged pages), and ``links`` where batch_id IS NULL only for rows landed before
-    # links had the column, which costs nothing on a lake without such rows.
+    # The version of each page to follow, and the batch that landed it: the version this batch
+    # landed, or for a page it landed none of (it came back unchanged) its latest, which an older
+    # batch landed. Both ``pages`` and ``links`` are then read by ``batch_id``, which DuckLake
+    # prunes by file, so the reads do not grow with the tables: ``pages`` whole only for the URLs
+    # this batch landed no version of (a recrawl's unchanged pages), and ``links`` where batch_id
+    # IS NULL only for rows landed before links had the column, which costs nothing on a lake
+    # without such rows.
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE link_sources AS
