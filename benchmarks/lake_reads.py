@@ -6,7 +6,8 @@ best of ``--rounds`` rounds of ``--calls`` calls each, in CPU (process time) per
 no table, a read of one table, a crawl's status (what ``crawl --wait`` and the progress and stall
 sensors read), an empty write, and two reads whose cost could grow with the lake: the link targets
 of its largest batch (what admission reads after a batch lands) and the latest versions of 5,000 of
-its pages (what a batch's reader and every landing look up). ``--repo`` runs another checkout's
+its pages (what a batch's reader and every landing look up), also from only the ``pages`` rows
+the last 20 snapshots inserted (``ducklake_table_insertions``). ``--repo`` runs another checkout's
 store with this script:
 
     .venv/bin/python benchmarks/compare.py --docs --mode dagster --scrapy-concurrency --keep
@@ -61,6 +62,15 @@ def pages_latest() -> None:
         latest_versions(con, some_urls)
 
 
+def pages_latest_recent() -> None:
+    with store.read() as con:
+        latest = con.execute(f"SELECT id FROM {store.alias}.current_snapshot()").fetchone()[0]  # type: ignore[index]
+        con.execute(
+            f"""SELECT url, max(version), arg_max(content_hash, version)
+                FROM ducklake_table_insertions('{store.alias}', 'main', 'pages', $2::BIGINT, $3::BIGINT)
+                WHERE url IN (SELECT unnest($1)) GROUP BY url""", [some_urls, max(0, latest - 20), latest]).fetchall()
+
+
 def best_ms(call: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(args.rounds):
@@ -78,5 +88,6 @@ for name, call in (("read, no table (SELECT 1)", lambda: store.query("SELECT 1")
                     lambda: read_model.status(crawl_ids[0] if crawl_ids else None)),
                    ("empty write transaction", empty_write),
                    *([(f"link targets of batch {largest_batch[0][0]}", batch_link_targets)] if largest_batch else []),
-                   (f"latest versions of {len(some_urls):,} pages", pages_latest)):
+                   (f"latest versions of {len(some_urls):,} pages", pages_latest),
+                   ("the same, in the last 20 snapshots' rows", pages_latest_recent)):
     print(f"  {name:45s} {best_ms(call):6.2f}")
