@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--urls", type=int, default=500, help="pages per batch (500)")
     parser.add_argument("--links", type=int, default=20, help="links per page (20)")
     parser.add_argument("--grown-links", type=int, default=20,
-                        help="links rows of each grown page (20), read by nothing but a full scan of links")
+                        help="links rows of each grown page (20): what a read of the whole links table pays for")
     parser.add_argument("--postgres", action="store_true", help="the lake's catalog on the machine's PostgreSQL")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:

@@ -202,7 +202,10 @@ def queued_hosts(con: duckdb.DuckDBPyConnection) -> int:
         f"SELECT count(DISTINCT host) FROM frontier WHERE state = {sql_literal(URLState.QUEUED)}").fetchone()[0])  # type: ignore[index]
 
 
-_STATE_COUNTS_SQL = "SELECT crawl_id, state, count(*), max(updated_at) FROM frontier GROUP BY crawl_id, state"
+# Each crawl's frontier rows counted by state, with their latest update: a handful of rows,
+# which status and the recurring schedules join to their crawls.
+STATE_COUNTS_SQL = ("SELECT crawl_id, state, count(*) AS n, max(updated_at) AS changed FROM frontier "
+                    "GROUP BY crawl_id, state")
 _CRAWLS_SQL = f"""
     SELECT crawl_id, registered_at, coalesce(state, {sql_literal(CrawlState.ACTIVE)}), coalesce(priority, 0)
     FROM crawls WHERE $1 IS NULL OR crawl_id = $1 ORDER BY registered_at
@@ -221,7 +224,7 @@ def progress(con: duckdb.DuckDBPyConnection, crawl_id: str | None = None) -> lis
     more per row than the grouping."""
     counts: dict[str, dict[str, int]] = {}
     closed_at: dict[str, Any] = {}
-    for crawl, state, count, changed in con.execute(_STATE_COUNTS_SQL).fetchall():
+    for crawl, state, count, changed in con.execute(STATE_COUNTS_SQL).fetchall():
         counts.setdefault(crawl, {})[state] = count
         if state not in PENDING_STATES and (crawl not in closed_at or changed > closed_at[crawl]):
             closed_at[crawl] = changed

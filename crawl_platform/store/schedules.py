@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 
 from crawl_platform.states import PENDING_STATES
-from crawl_platform.store.frontier import sql_list
+from crawl_platform.store.frontier import STATE_COUNTS_SQL, sql_list
 
 
 def insert_schedule(con: duckdb.DuckDBPyConnection, family: str, every_seconds: int | None, cron: str | None,
@@ -49,13 +49,12 @@ def active_schedules(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int | No
 def scheduled_progress(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
     """``(crawl_id, pending URLs, latest change)`` of every crawl of an actively scheduled family
     (the latest change: its frontier's latest update, else its registration). The frontier is
-    counted by crawl and state before the join, as a crawl's status is
-    (:func:`crawl_platform.store.frontier.progress`): a handful of rows to join, not every URL."""
+    counted by crawl and state before the join (``STATE_COUNTS_SQL``, as for a crawl's status):
+    a handful of rows to join, not every URL."""
     return con.execute(
         f"""SELECT c.crawl_id, coalesce(sum(f.n) FILTER (WHERE f.state IN {sql_list(PENDING_STATES)}), 0),
                    coalesce(max(f.changed), c.registered_at)
             FROM crawls c
-            LEFT JOIN (SELECT crawl_id, state, count(*) AS n, max(updated_at) AS changed
-                       FROM frontier GROUP BY crawl_id, state) f USING (crawl_id)
+            LEFT JOIN ({STATE_COUNTS_SQL}) f USING (crawl_id)
             WHERE split_part(c.crawl_id, '@', 1) IN (SELECT crawl_id FROM crawl_schedules WHERE active)
             GROUP BY c.crawl_id, c.registered_at""").fetchall()
