@@ -29,6 +29,10 @@ class FetchRequest:
     # FetchResult.content_hash of the latest stored version: a response with this hash is the page the lake
     # has already (its parse would land nothing), so it is not parsed again.
     known_hash: str | None = None
+    # That version's number (0: the lake had none), and the lake snapshot both were read in (None:
+    # not read): landing then reads only the versions committed since (store.pages.versions_since).
+    known_version: int = 0
+    known_as_of: int | None = None
     # The crawl's JavaScript rendering (crawl_platform.render): never, always or auto; whether to
     # archive a screenshot; and (auto) the extraction rules whose required fields decide it.
     render: str = "never"

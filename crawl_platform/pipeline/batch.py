@@ -28,7 +28,7 @@ from crawl_platform.malloc import release_free_memory
 from crawl_platform.parse import MAX_LINKS_PER_PAGE
 from crawl_platform.parse.html import DEFAULT_ENGINE, ParsedPage, ParserEngine
 from crawl_platform.parse.pool import ParseWorkers
-from crawl_platform.pipeline.landing import LandedBatch, StreamedPages, land_batch
+from crawl_platform.pipeline.landing import LandedBatch, StreamedPages, known_versions, land_batch
 from crawl_platform.pipeline.page_events import EventsPublished, PageEventPublisher
 from crawl_platform.pipeline.reader import BatchReader, BatchReport, PreparedBatch
 from crawl_platform.pipeline.shard import ShardFetcher, ShardResult
@@ -90,7 +90,7 @@ class BatchLander:
                 report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
         clock = time.perf_counter()
         landed = land_batch(self.store, prepared.batch_id, prepared.items, results, parsed, hosts, archived,
-                            self.revisit, unchanged, postponed, rendering, streamed)
+                            self.revisit, unchanged, postponed, rendering, streamed, known_versions(prepared.requests))
         if landed.refetch:  # not landed: left for a later batch, as postponed URLs are
             results = {url: r for url, r in results.items() if url not in landed.refetch}
             postponed |= landed.refetch

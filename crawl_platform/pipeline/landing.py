@@ -13,7 +13,7 @@ Landing only writes: every page it lands comes parsed from the fetch step.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,14 +23,14 @@ import pyarrow as pa
 from crawl_platform.archive.writer import RecordPointer
 from crawl_platform.bus.messages import FrontierURL
 from crawl_platform.bus.offsets import parse_batch_key
-from crawl_platform.fetch.fetcher import FetchResult
+from crawl_platform.fetch.fetcher import FetchRequest, FetchResult
 from crawl_platform.parse.html import ParsedPage
 from crawl_platform.render.results import PageRendering
 from crawl_platform.states import BatchOutcome
 from crawl_platform.store.batches import record_items, record_ranges
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.hosts import HostRecord, save_hosts
-from crawl_platform.store.pages import land_versions, latest_versions
+from crawl_platform.store.pages import KnownVersion, land_versions, latest_versions, versions_since
 from crawl_platform.store.revisits import DEFAULT_REVISITS, RevisitPolicy, update_revisits
 
 
@@ -86,6 +86,7 @@ def land_batch(
     postponed: Collection[str] = (),
     rendering: Mapping[str, PageRendering] | None = None,
     streamed: StreamedPages | None = None,
+    known: Mapping[str, KnownVersion] | None = None,
 ) -> LandedBatch:
     """Write the batch in one transaction; idempotent for the same ``batch_id`` and content.
 
@@ -103,6 +104,8 @@ def land_batch(
     (``pages.rendered``, ``render_*``); its parse of a rendered page is in ``parsed`` already.
     ``streamed`` are the pages the fetch steps landed already (:func:`land_pages`): only their items
     and revisits are written here, and their versions, documents and links count as the batch's.
+    ``known`` are the latest versions the batch's reader found (:func:`known_versions`): landing
+    then reads only the versions committed since.
     """
     pointers = archived or {}
     renders = rendering or {}
@@ -116,14 +119,14 @@ def land_batch(
     tables = _page_tables(landable, crawl_of, hashes, parsed, pointers, renders)
     batch_items = _items_table(items, results, postponed)
     with store.write() as con:
-        refetch = _changed_since_read(con, unchanged, hashes, parsed)
+        refetch = _changed_since_read(con, unchanged, hashes, parsed, known or {})
         if refetch:  # rare: two batches of one URL landing at once (a partition materialised again by hand)
             landable = [r for r in landable if r.url not in refetch]
             results = {url: r for url, r in results.items() if url not in refetch}
             tables = _page_tables(landable, crawl_of, hashes, parsed, pointers, renders)
             batch_items = _items_table(items, results, {*postponed, *refetch})
         pages, docs, links = tables
-        landed = land_versions(con, batch_id, pages, docs, links)
+        landed = land_versions(con, batch_id, pages, docs, links, known)
         new_versions = landed.versions
         record_items(con, batch_id, batch_items)
         _record_ranges(con, batch_id)
@@ -167,15 +170,17 @@ class StreamedPages:
 
 
 def land_pages(store: CrawlStore, batch_id: str, results: Sequence[FetchResult], crawl_of: Mapping[str, str],
-               parsed: Mapping[str, ParsedPage], archived: Mapping[str, RecordPointer]) -> StreamedPages:
+               parsed: Mapping[str, ParsedPage], archived: Mapping[str, RecordPointer],
+               known: Mapping[str, KnownVersion] | None = None) -> StreamedPages:
     """Write ``results`` (fetched, neither disallowed nor a 304) as the ``batch_id``'s ``pages``,
     ``documents`` and ``links`` rows in one transaction, before the batch lands: a page becomes
     readable within seconds of its fetch. ``crawl_of`` names each page's crawl; ``parsed`` holds the
-    parse of each HTML page among them. Landing a page again adds no version."""
+    parse of each HTML page among them; ``known`` as for :func:`land_batch`. Landing a page again
+    adds no version."""
     hashes = {r.url: r.content_hash for r in results}
     pages, docs, links = _page_tables(list(results), crawl_of, hashes, parsed, archived, {})
     with store.write() as con:
-        landed = land_versions(con, batch_id, pages, docs, links)
+        landed = land_versions(con, batch_id, pages, docs, links, known)
     return StreamedPages({r.url for r in results}, set(landed.versions.column("url").to_pylist()),
                          documents=landed.documents, links=landed.links,
                          bytes=sum(len(r.body) for r in results), rounds=1)
@@ -241,13 +246,24 @@ def _items_table(items: list[FrontierURL], results: Mapping[str, FetchResult], p
     })
 
 
+def known_versions(requests: Iterable[FetchRequest]) -> dict[str, KnownVersion]:
+    """The latest version each request's reader found of its URL, and in which lake snapshot
+    (:attr:`~crawl_platform.fetch.results.FetchRequest.known_as_of`); URLs not read are left out."""
+    return {r.url: KnownVersion(r.known_as_of, r.known_version, r.known_hash)
+            for r in requests if r.known_as_of is not None}
+
+
 def _changed_since_read(con: Any, unchanged: Collection[str], hashes: Mapping[str, str],
-                        parsed: Mapping[str, ParsedPage]) -> set[str]:
+                        parsed: Mapping[str, ParsedPage], known: Mapping[str, KnownVersion]) -> set[str]:
     """The pages left unparsed as unchanged whose latest version is no longer their content (another
-    batch landed the URL since this one was read); one read, in the landing transaction."""
+    batch landed the URL since this one was read); one read, in the landing transaction, of the
+    versions committed since the read when the reader's snapshot is ``known``."""
     wanted = [url for url in unchanged if url in hashes and url not in parsed]
     if not wanted:
         return set()
+    since = versions_since(con, known, wanted) if all(url in known for url in wanted) else None
+    if since is not None:
+        return {url for url in wanted if (s := since.get(url)) is None or s[1] != hashes[url]}
     latest = latest_versions(con, wanted)
     return {url for url in wanted if (v := latest.get(url)) is None or v.content_hash != hashes[url]}
 

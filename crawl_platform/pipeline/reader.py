@@ -22,6 +22,7 @@ from crawl_platform.frontier.read_model import FrontierReadModel
 from crawl_platform.states import CrawlState
 from crawl_platform.store import crawls
 from crawl_platform.store.database import CrawlStore
+from crawl_platform.store.engine import current_snapshot
 from crawl_platform.store.hosts import HostRecord, load_hosts
 from crawl_platform.store.pages import latest_versions
 from crawl_platform.urls import CrawlScope, InvalidURLError, canonicalize
@@ -174,6 +175,7 @@ class BatchReader:
         with self.store.read() as con:
             terms = crawls.fetch_terms(con, crawl_ids)
             latest = latest_versions(con, sorted({i.url for i in items}))
+            snapshot = current_snapshot(con, self.store.alias)
             hosts = load_hosts(con, {origin_of(i.url) for i in items})
         agents: dict[str, str | None] = {}
         scopes: dict[str, CrawlScope] = {}
@@ -200,6 +202,7 @@ class BatchReader:
                          in_scope=scopes[i.crawl_id].admits if i.crawl_id in scopes else None,
                          etag=v.etag if (v := latest.get(i.url)) else None,
                          last_modified=v.last_modified if v else None, known_hash=v.content_hash if v else None,
+                         known_version=v.version if v else 0, known_as_of=snapshot,
                          render=(r := rendering.get(i.crawl_id, _NO_RENDER))[0], screenshots=r[1], extract_rules=r[2])
             for i in chosen
         ], list(hosts.values()), deferred

@@ -32,7 +32,7 @@ from crawl_platform.archive.writer import RecordPointer, archive_results, shard_
 from crawl_platform.fetch.fetcher import FetchRequest, FetchResult
 from crawl_platform.parse.html import ParsedPage
 from crawl_platform.parse.pool import ParsePool
-from crawl_platform.pipeline.landing import StreamedPages, land_pages
+from crawl_platform.pipeline.landing import StreamedPages, known_versions, land_pages
 from crawl_platform.redaction import redact_passwords
 from crawl_platform.storage import Folder
 from crawl_platform.store.database import CrawlStore
@@ -75,6 +75,7 @@ class ShardStream:
         self.pool = pool
         # The crawl each page lands under: the first of the crawls that want it, as in the batch's landing.
         self.crawl_of = {r.url: r.crawl_ids[0] for r in requests if r.render == "never" and r.crawl_ids}
+        self.known = known_versions(requests)  # what the reader found: a round reads only what landed since
         self.landed = StreamedPages()
         # Those landed, as they landed (an archive error noted), without their bodies and headers.
         self.results: dict[str, FetchResult] = {}
@@ -149,7 +150,8 @@ class ShardStream:
             results = [replace(r, error=r.error or f"not archived: {not_archived[r.url]}")
                        if r.url in not_archived else r for r in results]
         landed = land_pages(self.landing.store, self.batch_id, results, self.crawl_of,
-                            {r.url: self._parsed[r.url] for r in results if r.url in self._parsed}, pointers)
+                            {r.url: self._parsed[r.url] for r in results if r.url in self._parsed}, pointers,
+                            self.known)
         self.landed.add(landed)
         # The batch's landing needs only how each ended: the step lets go of their bodies here.
         self.results.update((r.url, replace(r, body=b"", exchange=None, hops=())) for r in results)

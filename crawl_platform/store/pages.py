@@ -7,15 +7,23 @@ Arrow tables built by the caller (:mod:`crawl_platform.pipeline.landing`), and e
 runs on the connection of the caller's read or write (:meth:`CrawlStore.read`,
 :meth:`CrawlStore.write`), so a batch's whole landing is one transaction. :func:`latest_versions`
 gives a recrawl the validators and content hash of each URL's latest version.
+
+Finding a URL's latest version reads the ``url`` column of all of ``pages``, which grows with the
+lake. A batch reads it once, when its reader works out what to fetch; its landing is then handed
+what the reader found (:class:`KnownVersion`, with the snapshot it was read in) and reads only the
+rows committed since that snapshot (``ducklake_table_insertions``), falling back to the whole table
+for a URL it was not handed, or when maintenance has expired that snapshot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+
+from crawl_platform.store.engine import current_snapshot
 
 if TYPE_CHECKING:  # the lean commands (crawl, status) read the store without importing pyarrow
     import pyarrow as pa
@@ -28,6 +36,17 @@ class LatestVersion:
     content_hash: str | None  # a response with this hash lands no new version: it need not be parsed
     etag: str | None  # the validators of a 200 that sent them, for If-None-Match / If-Modified-Since
     last_modified: str | None
+    version: int = 0  # its number (0: none)
+
+
+@dataclass(frozen=True)
+class KnownVersion:
+    """A URL's latest version as a reader found it in lake snapshot ``snapshot_id``: ``version`` 0
+    (and no ``content_hash``) when the lake had none."""
+
+    snapshot_id: int
+    version: int = 0
+    content_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,25 +68,81 @@ def latest_versions(con: duckdb.DuckDBPyConnection, urls: Sequence[str]) -> dict
 
     con.register("wanted_urls", pa.table({"url": list(urls)}))
     rows = con.execute(
-        """SELECT url, content_hash, etag, last_modified, status FROM pages WHERE url IN (SELECT url FROM wanted_urls)
+        """SELECT url, content_hash, etag, last_modified, status, version FROM pages
+           WHERE url IN (SELECT url FROM wanted_urls)
            QUALIFY row_number() OVER (PARTITION BY url ORDER BY version DESC) = 1"""
     ).fetchall()
     con.unregister("wanted_urls")
-    return {url: LatestVersion(digest, *((etag, modified) if status == 200 else (None, None)))
-            for url, digest, etag, modified, status in rows}
+    return {url: LatestVersion(digest, etag if status == 200 else None, modified if status == 200 else None,
+                               version)
+            for url, digest, etag, modified, status, version in rows}
+
+
+def versions_since(con: duckdb.DuckDBPyConnection, known: Mapping[str, KnownVersion],
+                   urls: Sequence[str]) -> dict[str, tuple[int, str]] | None:
+    """The latest ``(version, content_hash)`` of each of ``urls`` (all in ``known``): what ``known``
+    says, unless a version committed since its snapshot is newer. Reads only the rows committed
+    since the oldest of those snapshots; None when that snapshot has expired (the caller then reads
+    the whole table)."""
+    if not urls:
+        return {}
+    latest = {url: (k.version, str(k.content_hash)) for url in urls
+              if (k := known[url]).version and k.content_hash is not None}
+    since = min(known[url].snapshot_id for url in urls)
+    alias = _catalog(con)
+    current = current_snapshot(con, alias)
+    if current > since:
+        if not con.execute(f"SELECT count(*) FROM {alias}.snapshots() WHERE snapshot_id = ?",
+                           [since + 1]).fetchone()[0]:  # type: ignore[index]
+            return None  # expired by maintenance: the rows since cannot be told apart
+        rows = con.execute(
+            f"""SELECT url, max(version), arg_max(content_hash, version)
+                FROM ducklake_table_insertions('{alias}', 'main', 'pages', ?::BIGINT, ?::BIGINT)
+                WHERE url IN (SELECT unnest(?::VARCHAR[])) GROUP BY url""",
+            [since + 1, current, list(urls)]).fetchall()
+        for url, version, digest in rows:
+            if version > latest.get(url, (0, ""))[0]:
+                latest[url] = (int(version), str(digest))
+    return latest
+
+
+def _catalog(con: duckdb.DuckDBPyConnection) -> str:
+    """The lake's alias, which the store's connections ``USE``."""
+    row = con.execute("SELECT current_database()").fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def land_versions(con: duckdb.DuckDBPyConnection, batch_id: str, pages: pa.Table, docs: pa.Table,
-                  links: pa.Table) -> LandedVersions:
+                  links: pa.Table, known: Mapping[str, KnownVersion] | None = None) -> LandedVersions:
     """In the caller's write transaction: a new version of each of ``pages`` whose content hash is
     not its URL's latest, with its ``docs`` and ``links`` rows (keyed by ``url``; those of a URL
     that gets no new version are dropped). ``pages`` has the ``pages`` columns but ``version`` and
     ``batch_id``; ``docs`` the ``documents`` columns but ``version``; ``links`` ``url``,
-    ``dst_url`` and ``anchor_text``."""
+    ``dst_url`` and ``anchor_text``. ``known``: the latest versions a reader found of some of the
+    URLs (see :func:`versions_since`); the others' are read from the whole table."""
+    import pyarrow as pa  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    urls = list(dict.fromkeys(pages.column("url").to_pylist()))
+    vouched = [url for url in urls if known and url in known]
+    latest = versions_since(con, known, vouched) if known and vouched else None
+    if latest is None:  # nothing vouched for, or its snapshot expired: every URL is looked up
+        vouched, latest = [], {}
+    looked_up = set(vouched)
+    unknown = [url for url in urls if url not in looked_up]
+    con.register("known_latest", pa.table({
+        "url": pa.array(list(latest), pa.string()),
+        "v": pa.array([v for v, _ in latest.values()], pa.int32()),
+        "h": pa.array([h for _, h in latest.values()], pa.string())}))
+    con.register("unknown_urls", pa.table({"url": pa.array(unknown, pa.string())}))
+    latest_sql = "SELECT url, v, h FROM known_latest"
+    if unknown:  # only then a read of the whole table's url column
+        latest_sql += """ UNION ALL SELECT url, max(version), arg_max(content_hash, version)
+                          FROM pages WHERE url IN (SELECT url FROM unknown_urls) GROUP BY url"""
     con.register("inc_pages", pages)
     # The lake supports no RETURNING: the new versions are computed first, then inserted.
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE new_pages AS
         SELECT i.url, i.crawl_id, (coalesce(l.v, 0) + 1)::INTEGER AS version, i.status, i.fetched_at,
                i.content_hash, i.content_type, i.final_url, ?::VARCHAR AS batch_id, i.error,
@@ -75,12 +150,13 @@ def land_versions(con: duckdb.DuckDBPyConnection, batch_id: str, pages: pa.Table
                i.warc_file, i.warc_offset, i.warc_length, i.rendered, i.render_reason, i.render_error,
                i.render_refused, i.render_warc_file, i.render_warc_offset, i.render_warc_length
         FROM inc_pages i
-        LEFT JOIN (SELECT url, max(version) AS v, arg_max(content_hash, version) AS h
-                   FROM pages WHERE url IN (SELECT url FROM inc_pages) GROUP BY url) l USING (url)
+        LEFT JOIN ({latest_sql}) l USING (url)
         WHERE l.h IS NULL OR l.h <> i.content_hash
         """,
         [batch_id],
     )
+    con.unregister("known_latest")
+    con.unregister("unknown_urls")
     con.execute(
         """INSERT INTO pages (url, crawl_id, version, status, fetched_at, content_hash, content_type,
                               final_url, batch_id, error, content_length, elapsed_ms, etag, last_modified,

@@ -17,7 +17,8 @@ from crawl_platform.parse.html import ParsedPage, parse_html
 from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.store.database import CrawlStore
 from crawl_platform.store.location import LakeLocation
-from crawl_platform.store.pages import LatestVersion, latest_versions
+from crawl_platform.store.engine import current_snapshot
+from crawl_platform.store.pages import KnownVersion, LatestVersion, latest_versions, versions_since
 from tests.sites import dead_port
 from tests.sites.hostile import CP1251_TEXT, GB18030_TEXT, html_page
 from tests.unit.conftest import UNREACHABLE, loopback_fetcher
@@ -120,7 +121,7 @@ def test_validators_come_from_the_latest_version_only(hostile, db):
     _land(db, loopback_fetcher(**LANDING), [url])
     ((modified, digest),) = db.query("SELECT last_modified, content_hash FROM pages")
     with db.read() as con:
-        assert latest_versions(con, [url, never_landed]) == {url: LatestVersion(digest, '"v1"', modified)}
+        assert latest_versions(con, [url, never_landed]) == {url: LatestVersion(digest, '"v1"', modified, 1)}
     # A later version that is an error must not be asked for conditionally: a 304 would keep the
     # error as the page's latest version.
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -128,7 +129,7 @@ def test_validators_come_from_the_latest_version_only(hostile, db):
     land_batch(db, "b2", [FrontierURL("c1", url, 0)], {url: failed}, {})
     ((error_digest,),) = db.query("SELECT content_hash FROM pages WHERE version = 2")
     with db.read() as con:
-        assert latest_versions(con, [url]) == {url: LatestVersion(error_digest, None, None)}
+        assert latest_versions(con, [url]) == {url: LatestVersion(error_digest, None, None, 2)}
 
 
 def _page(url: str, body: bytes) -> FetchResult:
@@ -166,6 +167,34 @@ def test_an_unchanged_page_another_batch_landed_meanwhile_is_left_for_a_later_ba
     assert rows == [
         (1, "utf-8", "A"), (2, "utf-8", "Other"), (3, "utf-8", "A")]
     assert db.query("SELECT dst_url FROM links WHERE src_version = 3") == [("http://127.0.0.1:9/b",)]
+
+
+def test_landing_reads_only_the_versions_committed_since_its_reader_read_the_lake(db):
+    a, b, c = (f"http://127.0.0.1:9/{name}" for name in "abc")
+    first = _page(a, html_page("A", "/x"))
+    land_batch(db, "b1", [FrontierURL("c1", a, 0)], {a: first}, {a: parse_html(first.body, a)})
+    with db.read() as con:  # what a batch's reader finds: a at version 1, b and c nowhere
+        latest, snapshot = latest_versions(con, [a, b, c]), current_snapshot(con, db.alias)
+    known = {url: KnownVersion(snapshot, v.version, v.content_hash) if (v := latest.get(url)) else KnownVersion(snapshot)
+             for url in (a, b, c)}
+    # Before the batch lands, another batch lands a new version of a and a first one of b.
+    other = {url: _page(url, html_page("Other", "/y")) for url in (a, b)}
+    land_batch(db, "b2", [FrontierURL("c2", url, 0) for url in other], other,
+               {url: parse_html(r.body, url) for url, r in other.items()})
+    mine = {url: _page(url, html_page("Mine", "/z")) for url in (a, b, c)}
+    landed = land_batch(db, "b3", [FrontierURL("c1", url, 0) for url in mine], mine,
+                        {url: parse_html(r.body, url) for url, r in mine.items()}, known=known)
+    assert landed.new_versions == 3
+    assert db.query("SELECT url, version FROM pages WHERE batch_id = 'b3' ORDER BY url") == [(a, 3), (b, 2), (c, 1)]
+    # Once maintenance has expired the reader's snapshot, landing reads the whole table.
+    with db.exclusive() as con:
+        con.execute("CALL ducklake_expire_snapshots(?, older_than => now())", [db.alias])
+    with db.read() as con:
+        assert versions_since(con, known, [a]) is None
+    newer = _page(a, html_page("Newer", "/w"))
+    land_batch(db, "b4", [FrontierURL("c1", a, 0)], {a: newer}, {a: parse_html(newer.body, a)}, known=known)
+    assert db.query("SELECT version, title FROM pages JOIN documents USING (url, version) WHERE url = ? "
+                    "ORDER BY version", [a]) == [(1, "A"), (2, "Other"), (3, "Mine"), (4, "Newer")]
 
 
 def test_a_parse_error_and_cut_links_land_on_the_pages_document(db):
