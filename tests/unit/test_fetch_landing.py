@@ -4,6 +4,7 @@ error, non-HTML recorded but not parsed, the redirect chain, and the hosts learn
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -16,9 +17,10 @@ from crawl_platform.fetch.retry import RetryPolicy
 from crawl_platform.parse.html import ParsedPage, parse_html
 from crawl_platform.pipeline.landing import land_batch
 from crawl_platform.store.database import CrawlStore
-from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.engine import current_snapshot
+from crawl_platform.store.location import LakeLocation
 from crawl_platform.store.pages import KnownVersion, LatestVersion, latest_versions, versions_since
+from tests.conftest import lake_catalog
 from tests.sites import dead_port
 from tests.sites.hostile import CP1251_TEXT, GB18030_TEXT, html_page
 from tests.unit.conftest import UNREACHABLE, loopback_fetcher
@@ -169,14 +171,27 @@ def test_an_unchanged_page_another_batch_landed_meanwhile_is_left_for_a_later_ba
     assert db.query("SELECT dst_url FROM links WHERE src_version = 3") == [("http://127.0.0.1:9/b",)]
 
 
-def test_landing_reads_only_the_versions_committed_since_its_reader_read_the_lake(db):
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_catalog(request: pytest.FixtureRequest, tmp_path) -> Iterator[CrawlStore]:
+    """A new lake whose catalog is an embedded SQLite file or a PostgreSQL database."""
+    if request.param == "sqlite":
+        location = LakeLocation.from_settings(Settings(lake_path=tmp_path / "lake"))
+    else:
+        location = LakeLocation(lake_catalog(request.getfixturevalue("postgres_url")), f"{tmp_path / 'data'}/")
+    store = CrawlStore(location)
+    yield store
+    store.close()
+
+
+def test_landing_reads_only_the_versions_committed_since_its_reader_read_the_lake(any_catalog):
+    db = any_catalog
     a, b, c = (f"http://127.0.0.1:9/{name}" for name in "abc")
     first = _page(a, html_page("A", "/x"))
     land_batch(db, "b1", [FrontierURL("c1", a, 0)], {a: first}, {a: parse_html(first.body, a)})
     with db.read() as con:  # what a batch's reader finds: a at version 1, b and c nowhere
         latest, snapshot = latest_versions(con, [a, b, c]), current_snapshot(con, db.alias)
-    known = {url: KnownVersion(snapshot, v.version, v.content_hash) if (v := latest.get(url)) else KnownVersion(snapshot)
-             for url in (a, b, c)}
+    known = {url: KnownVersion(snapshot, v.version, v.content_hash) if (v := latest.get(url))
+             else KnownVersion(snapshot) for url in (a, b, c)}
     # Before the batch lands, another batch lands a new version of a and a first one of b.
     other = {url: _page(url, html_page("Other", "/y")) for url in (a, b)}
     land_batch(db, "b2", [FrontierURL("c2", url, 0) for url in other], other,
