@@ -262,10 +262,9 @@ def _changed_since_read(con: Any, unchanged: Collection[str], hashes: Mapping[st
     if not wanted:
         return set()
     since = versions_since(con, known, wanted) if all(url in known for url in wanted) else None
-    if since is not None:
-        return {url for url in wanted if (s := since.get(url)) is None or s[1] != hashes[url]}
-    latest = latest_versions(con, wanted)
-    return {url for url in wanted if (v := latest.get(url)) is None or v.content_hash != hashes[url]}
+    latest = ({url: digest for url, (_, digest) in since.items()} if since is not None
+              else {url: v.content_hash for url, v in latest_versions(con, wanted).items()})
+    return {url for url in wanted if latest.get(url) != hashes[url]}
 
 
 def _record_ranges(con: Any, batch_id: str) -> None:

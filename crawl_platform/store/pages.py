@@ -125,11 +125,10 @@ def land_versions(con: duckdb.DuckDBPyConnection, batch_id: str, pages: pa.Table
 
     urls = list(dict.fromkeys(pages.column("url").to_pylist()))
     vouched = [url for url in urls if known and url in known]
-    latest = versions_since(con, known, vouched) if known and vouched else None
-    if latest is None:  # nothing vouched for, or its snapshot expired: every URL is looked up
-        vouched, latest = [], {}
-    looked_up = set(vouched)
-    unknown = [url for url in urls if url not in looked_up]
+    since = versions_since(con, known, vouched) if known and vouched else None
+    # Nothing vouched for, or its snapshot expired: every URL is looked up in the whole table.
+    unknown = [url for url in urls if since is None or url not in (known or {})]
+    latest = since or {}
     con.register("known_latest", pa.table({
         "url": pa.array(list(latest), pa.string()),
         "v": pa.array([v for v, _ in latest.values()], pa.int32()),

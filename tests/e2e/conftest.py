@@ -187,10 +187,9 @@ class Sites:
 def assert_landed_exactly_once(store: CrawlStore, crawl_id: str, expected: set[str]) -> None:
     """Every reachable URL is in `pages` once, no duplicate rows, nothing left pending."""
     urls = [r[0] for r in store.query("SELECT url FROM pages WHERE crawl_id = ?", [crawl_id])]
-    twice = store.query("""SELECT url, version, batch_id, status, error, content_hash FROM pages
-                           WHERE crawl_id = ? QUALIFY count(*) OVER (PARTITION BY url) > 1 ORDER BY url, version""",
-                        [crawl_id])
-    assert len(urls) == len(set(urls)), f"duplicate rows in pages: {twice[:6]}"
+    assert len(urls) == len(set(urls)), "duplicate rows in pages: " + repr(store.query(
+        """SELECT url, version, batch_id, status, error, content_hash FROM pages WHERE crawl_id = ?
+           QUALIFY count(*) OVER (PARTITION BY url) > 1 ORDER BY url, version LIMIT 6""", [crawl_id]))
     assert set(urls) == expected, (f"missing {len(expected - set(urls))}, unexpected {len(set(urls) - expected)}")
     pending = store.query("SELECT count(*) FROM frontier WHERE crawl_id = ? AND state IN ('discovered', 'queued')",
                           [crawl_id])[0][0]
